@@ -1,0 +1,101 @@
+// Credit-based point-to-point channel primitives shared by GPUs and switches.
+//
+// OutputChannel is the sender's side of one port: it serialises packets onto the link at the
+// link's bandwidth (flit-accurate: header + payload flits) and holds one credit counter per
+// virtual channel of the receiver's input buffer. InputBuffer is the receiver's side: one FIFO
+// per virtual channel; popping a packet returns its flits as credits to the sender, one link
+// latency (plus the configured credit delay) later.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cais/component.h"
+#include "cais/sim.h"
+#include "cais/stats.h"
+
+namespace cais {
+
+// Fixed-capacity ring of packet handles: no allocation after construction.
+class HandleRing {
+ public:
+  void init(std::size_t capacity) { buf_.assign(capacity ? capacity : 1, kNoPacket); }
+  bool empty() const { return size_ == 0; }
+  bool full() const { return size_ == buf_.size(); }
+  std::size_t size() const { return size_; }
+  PacketHandle front() const { return buf_[head_]; }
+  void push(PacketHandle h);
+  PacketHandle pop();
+  PacketHandle at(std::size_t i) const { return buf_[(head_ + i) % buf_.size()]; }
+
+ private:
+  std::vector<PacketHandle> buf_;
+  std::size_t head_ = 0, size_ = 0;
+};
+
+struct ChannelStats {
+  std::uint64_t packets = 0;
+  std::uint64_t flits = 0;
+  std::uint64_t wire_bytes = 0;     // flits x flit size (header included)
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t busy_ps = 0;
+  TimeSeries wire_bytes_series{1000000};
+};
+
+class OutputChannel {
+ public:
+  void init(const PortLink& link, std::uint32_t num_vcs, std::uint32_t vc_depth_flits,
+            std::uint32_t flit_bytes, TimePs series_bin_ps);
+  bool connected() const { return link_.connected; }
+  const PortLink& link() const { return link_; }
+  std::uint32_t num_vcs() const { return static_cast<std::uint32_t>(credits_.size()); }
+  bool has_credits(std::uint32_t vc, std::uint32_t flits) const { return credits_[vc] >= flits; }
+  std::uint32_t credits(std::uint32_t vc) const { return credits_[vc]; }
+  TimePs free_at() const { return busy_until_; }
+  bool idle_at(TimePs t) const { return busy_until_ <= t; }
+  // Serialise `h` on `vc` starting at max(now, free_at()); consumes credits, sets hop fields
+  // and hands the packet to the simulator. Returns the time the tail leaves (link free again).
+  TimePs transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc);
+  void return_credits(std::uint32_t vc, std::uint32_t flits);
+  void register_stats(StatsRegistry& reg, const std::string& prefix) const;
+  const ChannelStats& stats() const { return stats_; }
+  std::uint32_t flit_bytes() const { return flit_bytes_; }
+  bool all_credits_home() const;
+
+ private:
+  PortLink link_;
+  std::vector<std::uint32_t> credits_;
+  std::uint32_t depth_ = 0;
+  std::uint32_t flit_bytes_ = 16;
+  TimePs busy_until_ = 0;
+  ChannelStats stats_;
+};
+
+class InputBuffer {
+ public:
+  // `upstream` is the link from the sending node into this port (credits go back over it).
+  void init(std::uint32_t node, std::uint32_t port, const PortLink& reverse, std::uint32_t num_vcs,
+            std::uint32_t vc_depth_flits, TimePs credit_delay_ps);
+  // Accept an arriving packet; throws InvariantError if the sender overran its credits.
+  void accept(Sim& sim, PacketHandle h);
+  bool empty(std::uint32_t vc) const { return vcs_[vc].ring.empty(); }
+  PacketHandle front(std::uint32_t vc) const { return vcs_[vc].ring.front(); }
+  // Remove the head of `vc` and return its credits upstream.
+  PacketHandle pop(Sim& sim, Component& self, std::uint32_t vc);
+  std::uint32_t num_vcs() const { return static_cast<std::uint32_t>(vcs_.size()); }
+  std::uint32_t occupancy_flits(std::uint32_t vc) const { return vcs_[vc].flits; }
+  std::uint64_t total_packets() const;
+
+ private:
+  struct Vc {
+    HandleRing ring;
+    std::uint32_t flits = 0;
+  };
+  std::uint32_t node_ = 0, port_ = 0;
+  PortLink reverse_;
+  std::vector<Vc> vcs_;
+  std::uint32_t depth_ = 0;
+  TimePs credit_delay_ps_ = 0;
+};
+
+}  // namespace cais

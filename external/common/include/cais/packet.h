@@ -1,0 +1,79 @@
+// In-memory packet, pooled. Mirrors proto Packet; converted only at process boundaries.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "cais/time.h"
+#include "cosim.pb.h"
+
+namespace cais {
+
+using PacketType = proto::PacketType;
+using PacketHandle = std::uint32_t;
+inline constexpr PacketHandle kNoPacket = 0xffffffffu;
+
+struct Packet {
+  std::uint64_t id = 0;        // (creator component << 40) | creator sequence
+  std::uint64_t hop_key = 0;   // ordering key of the arrival event at hop_dst
+  PacketType type = proto::PKT_UNSPECIFIED;
+  std::uint32_t src = 0;
+  std::uint32_t dst = 0;
+  std::uint32_t hop_dst = 0;
+  std::uint32_t hop_port = 0;
+  std::uint32_t vc = 0;
+  TimePs arrival_ps = 0;
+  std::uint64_t addr = 0;
+  std::uint32_t payload_bytes = 0;
+  std::uint32_t flits = 0;
+  std::uint32_t group = 0;
+  std::uint64_t tag = 0;
+  TimePs inject_ps = 0;
+  std::uint32_t origin = 0;
+  std::uint32_t count = 0;
+  std::uint32_t aux = 0;
+  std::vector<double> values;  // functional mode only; capacity is kept across reuse
+
+  void to_proto(proto::Packet* out) const;
+  void from_proto(const proto::Packet& in);
+};
+
+// Free-list pool: packets are recycled, so the hot path never allocates once warmed up.
+class PacketPool {
+ public:
+  PacketHandle alloc() {
+    if (free_.empty()) {
+      slots_.emplace_back();
+      ++live_;
+      return static_cast<PacketHandle>(slots_.size() - 1);
+    }
+    const PacketHandle h = free_.back();
+    free_.pop_back();
+    Packet& p = slots_[h];
+    std::vector<double> keep = std::move(p.values);
+    keep.clear();
+    p = Packet{};
+    p.values = std::move(keep);
+    ++live_;
+    return h;
+  }
+  void release(PacketHandle h) {
+    free_.push_back(h);
+    --live_;
+  }
+  Packet& operator[](PacketHandle h) { return slots_[h]; }
+  const Packet& operator[](PacketHandle h) const { return slots_[h]; }
+  std::size_t live() const { return live_; }
+
+ private:
+  std::vector<Packet> slots_;
+  std::vector<PacketHandle> free_;
+  std::size_t live_ = 0;
+};
+
+// Flits a packet occupies on a link: one header flit plus the payload rounded up to flits.
+inline std::uint32_t flits_for(std::uint32_t payload_bytes, std::uint32_t flit_bytes,
+                               std::uint32_t header_flits) {
+  return header_flits + (payload_bytes + flit_bytes - 1) / flit_bytes;
+}
+
+}  // namespace cais

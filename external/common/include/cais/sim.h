@@ -1,0 +1,112 @@
+// One process's simulation context: event queue, packet pool, topology view, outbox.
+//
+// Packets to a node hosted here become arrival events directly; packets to a node hosted by
+// another process go to that process's outbound batch and are inserted there, with the same
+// (time, key), at the start of the next window. Because a packet's arrival is always at least
+// one cross-process link latency after it was sent, and the window is no longer than that,
+// the receiver never sees it late: partitioning changes nothing.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cais/component.h"
+#include "cais/event_queue.h"
+#include "cais/packet.h"
+#include "cais/params.h"
+#include "cais/stats.h"
+#include "cosim.pb.h"
+
+namespace cais {
+
+struct PortLink {
+  bool connected = false;
+  std::uint32_t peer_node = 0;
+  std::uint32_t peer_port = 0;
+  double bw_gbps = 0;
+  TimePs latency_ps = 0;
+  std::uint32_t lanes = 0;
+};
+
+struct NodeInfo {
+  std::uint32_t id = 0;
+  proto::NodeKind kind = proto::NODE_KIND_UNSPECIFIED;
+  std::string name;
+  std::vector<PortLink> out;  // indexed by local port
+};
+
+class Sim {
+ public:
+  Sim();
+  void configure(const proto::Configure& cfg);  // topology, partition, params, seed
+
+  // ---- time and events
+  TimePs now() const { return now_; }
+  void push(const Event& e);
+  // Process every event with time < until. Returns number of events processed.
+  std::uint64_t run_until(TimePs until);
+  TimePs next_event_time() const { return queue_.next_time(); }
+  std::uint64_t events_processed() const { return events_; }
+
+  // ---- packets
+  PacketPool& packets() { return pool_; }
+  PacketHandle new_packet(Component& creator);  // assigns a unique id
+  // Send `h` to (p.hop_dst, p.hop_port) arriving at `arrival`. Takes ownership.
+  void send(PacketHandle h, TimePs arrival, Component& sender);
+  // A packet from another process (already carries arrival_ps and hop_key).
+  void deliver_inbound(const proto::Packet& pkt);
+
+  // ---- topology / partition
+  const NodeInfo& node(std::uint32_t id) const { return nodes_.at(id); }
+  std::size_t num_nodes() const { return nodes_.size(); }
+  std::uint32_t num_gpus() const { return num_gpus_; }
+  bool is_local(std::uint32_t node) const { return node_engine_[node] == engine_index_; }
+  void attach_node(std::uint32_t node_id, NodeComponent* c);
+  NodeComponent* local_node(std::uint32_t id) const { return local_nodes_[id]; }
+  const std::vector<std::uint32_t>& hosted_nodes() const { return hosted_; }
+
+  // ---- configuration, randomness, statistics
+  Params& params() { return params_; }
+  const proto::Configure& config() const { return cfg_; }
+  std::uint64_t seed() const { return cfg_.seed(); }
+  // A generator seeded from (global seed, stream name): independent of the partition.
+  std::mt19937_64 make_rng(const std::string& stream) const;
+  StatsRegistry& stats() { return stats_; }
+  bool watched(const std::string& component) const;
+  void trace(const Component& c, const std::string& msg) const;
+
+  // ---- process boundary
+  // Outbound batches produced since the last take; index = destination engine.
+  std::vector<proto::PacketBatch>& outbox() { return outbox_; }
+  std::size_t outbox_packets() const { return outbox_count_; }
+  void clear_outbox();
+  std::uint32_t engine_index() const { return engine_index_; }
+  std::uint32_t num_engines() const { return num_engines_; }
+  TimePs window_start() const { return window_start_; }
+  void set_window_start(TimePs t) { window_start_ = t; }
+
+ private:
+  proto::Configure cfg_;
+  Params params_;
+  EventQueue queue_;
+  PacketPool pool_;
+  StatsRegistry stats_;
+  TimePs now_ = 0;
+  TimePs window_start_ = 0;
+  std::uint64_t events_ = 0;
+  std::uint64_t next_packet_seq_ = 0;
+  std::vector<NodeInfo> nodes_;
+  std::vector<std::uint32_t> node_engine_;
+  std::vector<NodeComponent*> local_nodes_;
+  std::vector<std::uint32_t> hosted_;
+  std::uint32_t engine_index_ = 0;
+  std::uint32_t num_engines_ = 1;
+  std::uint32_t num_gpus_ = 0;
+  std::vector<proto::PacketBatch> outbox_;
+  std::size_t outbox_count_ = 0;
+  std::vector<std::string> watch_;
+};
+
+}  // namespace cais

@@ -1,0 +1,234 @@
+#include "cais/engine_host.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <random>
+#include <set>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "cais/errors.h"
+
+namespace cais {
+
+// ------------------------------------------------------------------ registry
+NodeRegistry& NodeRegistry::instance() {
+  static NodeRegistry r;
+  return r;
+}
+
+void NodeRegistry::add(proto::NodeKind kind, const std::string& model, NodeFactory f) {
+  factories_[{static_cast<int>(kind), model}] = std::move(f);
+}
+
+const NodeFactory* NodeRegistry::find(proto::NodeKind kind, const std::string& model) const {
+  auto it = factories_.find({static_cast<int>(kind), model});
+  return it == factories_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> NodeRegistry::models(proto::NodeKind kind) const {
+  std::vector<std::string> out;
+  for (const auto& kv : factories_)
+    if (kv.first.first == static_cast<int>(kind)) out.push_back(kv.first.second);
+  return out;
+}
+
+// ------------------------------------------------------------------ hosted model
+void HostedModel::configure(const proto::Configure& cfg) {
+  sim_.configure(cfg);
+  auto& reg = NodeRegistry::instance();
+  std::vector<std::string> prefixes{"host."};
+  std::set<const NodeFactory*> set_up;
+  std::vector<std::pair<std::uint32_t, const NodeFactory*>> plan;
+  for (std::uint32_t id : sim_.hosted_nodes()) {
+    const auto kind = sim_.node(id).kind;
+    const std::string key = kind == proto::NODE_GPU ? "host.gpu_model" : "host.switch_model";
+    std::vector<std::string> allowed = reg.models(kind);
+    const std::string model = sim_.params().get_enum(key, allowed);
+    const NodeFactory* f = reg.find(kind, model);
+    plan.emplace_back(id, f);
+  }
+  for (auto& [id, f] : plan) {
+    if (set_up.insert(f).second) {
+      for (const auto& p : f->param_prefixes) prefixes.push_back(p);
+      if (f->setup) f->setup(sim_);
+    }
+  }
+  for (auto& [id, f] : plan) {
+    nodes_.push_back(f->build(sim_, id));
+    sim_.attach_node(id, nodes_.back().get());
+  }
+  sim_.params().reject_unread(prefixes);
+}
+
+bool HostedModel::done() const {
+  for (const auto& n : nodes_)
+    if (!n->done()) return false;
+  return true;
+}
+
+std::string HostedModel::blocked_reason() const {
+  for (const auto& n : nodes_) {
+    std::string r = n->blocked_reason();
+    if (!r.empty()) return n->name() + ": " + r;
+  }
+  return {};
+}
+
+void HostedModel::check_drained() const {
+  for (const auto& n : nodes_) n->check_drained();
+}
+
+void HostedModel::export_stats(proto::Stats* out) {
+  sim_.stats().export_to(out);
+}
+
+// ------------------------------------------------------------------ protocol loop
+namespace {
+
+void send_control(zmq::socket_t& sock, const proto::Control& c, bool more = false) {
+  std::string bytes;
+  c.SerializeToString(&bytes);
+  sock.send(zmq::buffer(bytes), more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+void send_error(zmq::socket_t& sock, const std::string& name, const std::string& msg, const std::string& key) {
+  proto::Control c;
+  auto* e = c.mutable_error();
+  e->set_engine_name(name);
+  e->set_message(msg);
+  e->set_key(key);
+  send_control(sock, c);
+}
+
+}  // namespace
+
+int run_engine_host(const std::string& endpoint, const std::string& name, const FaultInjection& fault) {
+  zmq::context_t ctx(1);
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::routing_id, name);
+  sock.set(zmq::sockopt::linger, 1000);
+  sock.connect(endpoint);
+  const pid_t parent = getppid();
+
+  {  // hello: lets the harness know this process is up
+    proto::Control hello;
+    hello.mutable_ready()->set_engine_name(name);
+    hello.mutable_ready()->set_pid(static_cast<std::uint32_t>(getpid()));
+    hello.mutable_ready()->set_next_event_ps(kNever);
+    send_control(sock, hello);
+  }
+
+  HostedModel model;
+  std::uint64_t window = 0;
+  TimePs window_ps = 0;
+  std::vector<zmq::message_t> frames;
+  try {
+    for (;;) {
+      frames.clear();
+      // Poll so that an engine whose harness died does not linger forever.
+      zmq::pollitem_t item{static_cast<void*>(sock), 0, ZMQ_POLLIN, 0};
+      while (zmq::poll(&item, 1, std::chrono::milliseconds(1000)) == 0) {
+        if (getppid() != parent) return 3;
+      }
+      auto n = zmq::recv_multipart(sock, std::back_inserter(frames));
+      if (!n || frames.empty()) throw ProtocolError("empty message");
+      proto::Control ctl;
+      if (!ctl.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())))
+        throw ProtocolError("undecodable control message");
+
+      switch (ctl.msg_case()) {
+        case proto::Control::kConfigure: {
+          model.configure(ctl.configure());
+          window_ps = ctl.configure().window_ps();
+          proto::Control reply;
+          auto* r = reply.mutable_ready();
+          r->set_engine_name(name);
+          r->set_next_event_ps(model.sim().next_event_time());
+          r->set_pid(static_cast<std::uint32_t>(getpid()));
+          for (const auto& node : model.nodes()) r->add_components(node->name());
+          send_control(sock, reply);
+          break;
+        }
+        case proto::Control::kAdvance: {
+          ++window;
+          if (fault.at_window != 0 && window == fault.at_window) {
+            if (fault.kind == "crash") std::abort();
+            if (fault.kind == "hang") for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+            if (fault.kind == "garbage") {
+              std::string junk(64, '\0');
+              std::mt19937 g(7);
+              for (auto& ch : junk) ch = static_cast<char>(g());
+              sock.send(zmq::buffer(junk), zmq::send_flags::none);
+              continue;
+            }
+          }
+          const auto& adv = ctl.advance();
+          Sim& sim = model.sim();
+          sim.set_window_start(adv.until_ps() > window_ps ? adv.until_ps() - window_ps : 0);
+          if (frames.size() != 1 + adv.num_batches()) throw ProtocolError("batch count does not match frames");
+          proto::PacketBatch batch;
+          for (std::size_t i = 1; i < frames.size(); ++i) {
+            if (!batch.ParseFromArray(frames[i].data(), static_cast<int>(frames[i].size())))
+              throw ProtocolError("undecodable packet batch");
+            for (const auto& p : batch.packets()) sim.deliver_inbound(p);
+          }
+          sim.run_until(adv.until_ps());
+          proto::Control reply;
+          auto* wd = reply.mutable_window_done();
+          wd->set_now_ps(adv.until_ps());
+          wd->set_next_event_ps(sim.next_event_time());
+          wd->set_events(sim.events_processed());
+          std::vector<std::string> out_frames;
+          for (auto& b : sim.outbox()) {
+            if (b.packets_size() == 0) continue;
+            TimePs min_t = kNever;
+            for (const auto& p : b.packets()) min_t = std::min<TimePs>(min_t, p.arrival_ps());
+            wd->add_batch_dst(b.dst_engine());
+            wd->add_batch_min_ps(min_t);
+            out_frames.emplace_back();
+            b.SerializeToString(&out_frames.back());
+          }
+          sim.clear_outbox();
+          const bool done = model.done();
+          wd->set_done(done);
+          if (!done && sim.next_event_time() == kNever) wd->set_blocked_reason(model.blocked_reason());
+          send_control(sock, reply, !out_frames.empty());
+          for (std::size_t i = 0; i < out_frames.size(); ++i)
+            sock.send(zmq::buffer(out_frames[i]),
+                      i + 1 < out_frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+          break;
+        }
+        case proto::Control::kGetStats: {
+          model.check_drained();
+          proto::Control reply;
+          model.export_stats(reply.mutable_stats());
+          auto* ev = reply.mutable_stats()->add_stats();
+          ev->set_name("engine." + name + ".events");
+          ev->set_unit("events");
+          ev->set_value(static_cast<double>(model.sim().events_processed()));
+          send_control(sock, reply);
+          break;
+        }
+        case proto::Control::kShutdown:
+          return 0;
+        default:
+          throw ProtocolError("unexpected control message");
+      }
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << name << ": configuration error: " << e.what() << std::endl;
+    send_error(sock, name, e.what(), e.key());
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << std::endl;
+    send_error(sock, name, e.what(), "");
+    return 1;
+  }
+}
+
+}  // namespace cais

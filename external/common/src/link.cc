@@ -1,0 +1,119 @@
+#include "cais/link.h"
+
+#include "cais/errors.h"
+
+namespace cais {
+
+void HandleRing::push(PacketHandle h) {
+  if (full()) throw InvariantError("ring overflow");
+  buf_[(head_ + size_) % buf_.size()] = h;
+  ++size_;
+}
+
+PacketHandle HandleRing::pop() {
+  const PacketHandle h = buf_[head_];
+  head_ = (head_ + 1) % buf_.size();
+  --size_;
+  return h;
+}
+
+void OutputChannel::init(const PortLink& link, std::uint32_t num_vcs, std::uint32_t vc_depth_flits,
+                         std::uint32_t flit_bytes, TimePs series_bin_ps) {
+  link_ = link;
+  credits_.assign(num_vcs, vc_depth_flits);
+  depth_ = vc_depth_flits;
+  flit_bytes_ = flit_bytes;
+  busy_until_ = 0;
+  stats_ = ChannelStats{};
+  stats_.wire_bytes_series = TimeSeries{series_bin_ps};
+}
+
+TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc) {
+  Packet& p = sim.packets()[h];
+  if (credits_[vc] < p.flits)
+    throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
+  credits_[vc] -= p.flits;
+  const TimePs start = std::max(sim.now(), busy_until_);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
+  const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
+  busy_until_ = start + ser;
+  stats_.packets += 1;
+  stats_.flits += p.flits;
+  stats_.wire_bytes += bytes;
+  stats_.payload_bytes += p.payload_bytes;
+  stats_.busy_ps += ser;
+  stats_.wire_bytes_series.add(start, static_cast<double>(bytes));
+  p.hop_dst = link_.peer_node;
+  p.hop_port = link_.peer_port;
+  p.vc = vc;
+  // Virtual cut-through: the packet is usable at the receiver once its tail has arrived.
+  sim.send(h, busy_until_ + link_.latency_ps, sender);
+  return busy_until_;
+}
+
+void OutputChannel::return_credits(std::uint32_t vc, std::uint32_t flits) {
+  credits_[vc] += flits;
+  if (credits_[vc] > depth_) throw InvariantError("credit counter above buffer depth");
+}
+
+bool OutputChannel::all_credits_home() const {
+  for (auto c : credits_)
+    if (c != depth_) return false;
+  return true;
+}
+
+void OutputChannel::register_stats(StatsRegistry& reg, const std::string& prefix) const {
+  reg.counter(prefix + ".packets", "packets", &stats_.packets);
+  reg.counter(prefix + ".flits", "flits", &stats_.flits);
+  reg.counter(prefix + ".payload_bytes", "B", &stats_.payload_bytes);
+  reg.counter(prefix + ".busy_ps", "ps", &stats_.busy_ps);
+  reg.series(prefix + ".wire_bytes", "B", &stats_.wire_bytes_series);
+}
+
+void InputBuffer::init(std::uint32_t node, std::uint32_t port, const PortLink& reverse, std::uint32_t num_vcs,
+                       std::uint32_t vc_depth_flits, TimePs credit_delay_ps) {
+  node_ = node;
+  port_ = port;
+  reverse_ = reverse;
+  depth_ = vc_depth_flits;
+  credit_delay_ps_ = credit_delay_ps;
+  vcs_.assign(num_vcs, Vc{});
+  // A VC can never hold more packets than flits.
+  for (auto& v : vcs_) v.ring.init(vc_depth_flits);
+}
+
+void InputBuffer::accept(Sim& sim, PacketHandle h) {
+  const Packet& p = sim.packets()[h];
+  if (p.vc >= vcs_.size()) throw InvariantError("packet on unknown vc " + std::to_string(p.vc));
+  Vc& v = vcs_[p.vc];
+  if (v.flits + p.flits > depth_)
+    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_));
+  v.flits += p.flits;
+  v.ring.push(h);
+}
+
+PacketHandle InputBuffer::pop(Sim& sim, Component& self, std::uint32_t vc) {
+  Vc& v = vcs_[vc];
+  const PacketHandle h = v.ring.pop();
+  const std::uint32_t flits = sim.packets()[h].flits;
+  v.flits -= flits;
+  const PacketHandle c = sim.new_packet(self);
+  Packet& cp = sim.packets()[c];
+  cp.type = proto::PKT_CREDIT;
+  cp.src = node_;
+  cp.dst = reverse_.peer_node;
+  cp.hop_dst = reverse_.peer_node;
+  cp.hop_port = reverse_.peer_port;
+  cp.vc = vc;
+  cp.count = flits;
+  sim.send(c, sim.now() + credit_delay_ps_ + reverse_.latency_ps, self);
+  return h;
+}
+
+std::uint64_t InputBuffer::total_packets() const {
+  std::uint64_t n = 0;
+  for (const auto& v : vcs_) n += v.ring.size();
+  return n;
+}
+
+}  // namespace cais

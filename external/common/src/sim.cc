@@ -1,0 +1,136 @@
+#include "cais/sim.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "cais/errors.h"
+
+namespace cais {
+
+Sim::Sim() { queue_.reserve(1 << 16); }
+
+void Sim::configure(const proto::Configure& cfg) {
+  cfg_ = cfg;
+  params_ = Params(cfg.params());
+  engine_index_ = cfg.engine_index();
+  const auto& topo = cfg.topology();
+  nodes_.assign(topo.nodes_size(), NodeInfo{});
+  num_gpus_ = 0;
+  for (const auto& n : topo.nodes()) {
+    if (n.id() >= nodes_.size()) throw ConfigError("topology.nodes", "node ids must be 0..N-1");
+    NodeInfo& info = nodes_[n.id()];
+    info.id = n.id();
+    info.kind = n.kind();
+    info.name = n.name();
+    info.out.assign(n.num_ports(), PortLink{});
+    if (n.kind() == proto::NODE_GPU) ++num_gpus_;
+  }
+  for (const auto& l : topo.links()) {
+    if (l.src_node() >= nodes_.size() || l.dst_node() >= nodes_.size())
+      throw ConfigError("topology.links", "link refers to an unknown node");
+    auto& ports = nodes_[l.src_node()].out;
+    if (l.src_port() >= ports.size()) throw ConfigError("topology.links", "link port out of range on " + nodes_[l.src_node()].name);
+    if (!(l.bw_gbps() > 0)) throw ConfigError("topology.links", "bandwidth must be > 0 on " + nodes_[l.src_node()].name);
+    PortLink& pl = ports[l.src_port()];
+    pl.connected = true;
+    pl.peer_node = l.dst_node();
+    pl.peer_port = l.dst_port();
+    pl.bw_gbps = l.bw_gbps();
+    pl.latency_ps = l.latency_ps();
+    pl.lanes = l.lanes();
+  }
+  node_engine_.assign(cfg.node_engine().begin(), cfg.node_engine().end());
+  if (node_engine_.size() != nodes_.size()) throw ConfigError("node_engine", "must name an engine for every node");
+  num_engines_ = 0;
+  for (auto e : node_engine_) num_engines_ = std::max(num_engines_, e + 1);
+  hosted_.assign(cfg.hosted_nodes().begin(), cfg.hosted_nodes().end());
+  local_nodes_.assign(nodes_.size(), nullptr);
+  outbox_.assign(num_engines_, proto::PacketBatch{});
+  for (std::uint32_t e = 0; e < num_engines_; ++e) {
+    outbox_[e].set_src_engine(engine_index_);
+    outbox_[e].set_dst_engine(e);
+  }
+  watch_.assign(cfg.watch().begin(), cfg.watch().end());
+}
+
+void Sim::push(const Event& e) {
+#ifndef NDEBUG
+  if (e.time < now_) throw InvariantError("event scheduled in the past");
+#endif
+  queue_.push(e);
+}
+
+std::uint64_t Sim::run_until(TimePs until) {
+  std::uint64_t n = 0;
+  while (!queue_.empty() && queue_.top().time < until) {
+    const Event e = queue_.pop();
+    now_ = e.time;
+    e.target->handle(e);
+    ++n;
+  }
+  events_ += n;
+  return n;
+}
+
+PacketHandle Sim::new_packet(Component& creator) {
+  const PacketHandle h = pool_.alloc();
+  pool_[h].id = creator.next_key();
+  return h;
+}
+
+void Sim::send(PacketHandle h, TimePs arrival, Component& sender) {
+  Packet& p = pool_[h];
+  p.arrival_ps = arrival;
+  p.hop_key = sender.next_key();
+  const std::uint32_t dst = p.hop_dst;
+  if (local_nodes_[dst] != nullptr) {
+    queue_.push(Event{arrival, p.hop_key, local_nodes_[dst], kPacketArrival, 0, h});
+    return;
+  }
+  const std::uint32_t engine = node_engine_[dst];
+  if (engine == engine_index_) throw InvariantError("packet to node " + nodes_[dst].name + " which this process does not host");
+  p.to_proto(outbox_[engine].add_packets());
+  ++outbox_count_;
+  pool_.release(h);
+}
+
+void Sim::deliver_inbound(const proto::Packet& pkt) {
+  if (pkt.arrival_ps() < window_start_) {
+    std::ostringstream os;
+    os << "causality violation: packet arrives at " << pkt.arrival_ps() << " ps, before window start "
+       << window_start_ << " ps (lookahead larger than a cross-process link latency?)";
+    throw ProtocolError(os.str());
+  }
+  if (pkt.hop_dst() >= local_nodes_.size() || local_nodes_[pkt.hop_dst()] == nullptr)
+    throw ProtocolError("inbound packet for node " + std::to_string(pkt.hop_dst()) + " not hosted here");
+  const PacketHandle h = pool_.alloc();
+  pool_[h].from_proto(pkt);
+  queue_.push(Event{pkt.arrival_ps(), pkt.hop_key(), local_nodes_[pkt.hop_dst()], kPacketArrival, 0, h});
+}
+
+void Sim::attach_node(std::uint32_t node_id, NodeComponent* c) { local_nodes_.at(node_id) = c; }
+
+std::mt19937_64 Sim::make_rng(const std::string& stream) const {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the stream name, mixed with the seed
+  for (unsigned char ch : stream) h = (h ^ ch) * 1099511628211ull;
+  std::seed_seq seq{static_cast<std::uint32_t>(cfg_.seed()), static_cast<std::uint32_t>(cfg_.seed() >> 32),
+                    static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32)};
+  return std::mt19937_64(seq);
+}
+
+bool Sim::watched(const std::string& component) const {
+  for (const auto& w : watch_)
+    if (component.compare(0, w.size(), w) == 0) return true;
+  return false;
+}
+
+void Sim::trace(const Component& c, const std::string& msg) const {
+  std::cerr << now_ << " | " << c.name() << " | " << msg << "\n";
+}
+
+void Sim::clear_outbox() {
+  for (auto& b : outbox_) b.clear_packets();
+  outbox_count_ = 0;
+}
+
+}  // namespace cais
