@@ -99,6 +99,11 @@ void Params::set_double(const std::string& key, double v) { values_[key].set_d(v
 void Params::set_string(const std::string& key, const std::string& v) { values_[key].set_s(v); }
 void Params::set_bool(const std::string& key, bool v) { values_[key].set_b(v); }
 
+void Params::ignore_prefix(const std::string& prefix) const {
+  for (const auto& kv : values_)
+    if (kv.first.compare(0, prefix.size(), prefix) == 0) read_.insert(kv.first);
+}
+
 std::vector<std::string> Params::unread_keys(const std::vector<std::string>& prefixes) const {
   std::vector<std::string> out;
   for (const auto& kv : values_) {

@@ -35,6 +35,8 @@ class Params {
   void set_string(const std::string& key, const std::string& v);
   void set_bool(const std::string& key, bool v);
 
+  // Mark every key under `prefix` as read (parameters of a disabled feature, say).
+  void ignore_prefix(const std::string& prefix) const;
   // Keys starting with one of `prefixes` that were never read.
   std::vector<std::string> unread_keys(const std::vector<std::string>& prefixes) const;
   // Throws ConfigError for the first unread key under `prefixes`.
