@@ -1,0 +1,141 @@
+"""The root Hydra schema: every key a run accepts, typed, with its default.
+
+Hydra composes conf/config.yaml on top of this schema in struct mode, so an unknown key or a
+value of the wrong type is refused before anything runs. Engine parameters are mounted from
+harness.params (one dataclass per group, declared once).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+
+from harness.params import discover
+
+
+@dataclass
+class CosimConfig:
+    gpus_per_process: int = 8
+    """GPUs hosted by one engine process."""
+    switches_per_process: int = 4
+    """Switches hosted by one engine process."""
+    colocate: bool = False
+    """Host every node in one process (the single-process reference for exactness tests)."""
+    transport: str = "ipc"
+    """ipc (local sockets) or tcp (engines may run on other hosts)."""
+    tcp_host: str = "127.0.0.1"
+    """Address the harness binds for transport=tcp (0.0.0.0 to accept remote engines)."""
+    launcher: str = "local"
+    """local: the harness starts the engines; manual: it prints their command lines and waits."""
+    connect_timeout_s: float = 30.0
+    """How long to wait for every engine to say hello."""
+    reply_timeout_s: float = 10.0
+    """An engine that does not answer a request within this time is declared hung."""
+    max_sim_time_us: float = 1.0e7
+    """Stop with an error if simulated time passes this (a runaway workload)."""
+    fault: str = ""
+    """Testing aid: ENGINE=KIND:WINDOW makes engine ENGINE crash|hang|garbage at that window."""
+    watch: list[str] = field(default_factory=list)
+    """Component name prefixes whose events are traced to stderr."""
+
+
+@dataclass
+class SystemConfig:
+    name: str = "dgx_h100"
+    topology: str = "dgx"
+    """dgx (GPUs x NVSwitch planes), xbar (one k-port router), fat_tree (leaf/spine switches)."""
+    gpus: int = 8
+    switches: int = 4
+    """Switch planes (dgx) or leaf switches (fat_tree)."""
+    lanes_per_switch: list[int] = field(default_factory=lambda: [5, 4, 4, 5])
+    """NVLinks from each GPU to each switch plane (dgx)."""
+    lane_bw_gbps: float = 25.0
+    """Bandwidth of one NVLink lane, one direction, GB/s."""
+    link_latency_ns: float = 250.0
+    """GPU-switch (and switch-switch) link latency."""
+    gpus_per_leaf: int = 8
+    """fat_tree: GPUs under one leaf switch."""
+    spines: int = 0
+    """fat_tree: spine switches (0: as many as needed for full bisection)."""
+    uplink_lanes: int = 18
+    """fat_tree: lanes from a leaf to each spine."""
+    gpu_model: str = "traffic"
+    """GPU node model in the engine: traffic | hopper | collective | synthetic."""
+    switch_model: str = "nvswitch"
+    """Switch node model in the engine."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = "llama_7b"
+    hidden: int = 4096
+    ffn_hidden: int = 11264
+    heads: int = 32
+    seq_len: int = 3072
+    batch: int = 3
+    num_sms: int = 66
+    """SMs per GPU the paper pairs with this model (half scale: 66)."""
+
+
+@dataclass
+class SchemeConfig:
+    name: str = "none"
+    """How the workload is lowered to kernels (schemes land with the scheme issue)."""
+
+
+@dataclass
+class ValidateConfig:
+    input: Optional[str] = None
+    """CSV of cases for validate_* experiments."""
+
+
+def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for prefix, cls in groups.items():
+        node = tree
+        parts = prefix.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node.setdefault(parts[-1], {})["__cls__"] = cls
+    return tree
+
+
+def _dataclass_for(name: str, spec: dict[str, Any]) -> type:
+    """A dataclass for one node of the tree: its own fields plus nested groups."""
+    base = spec.get("__cls__")
+    extra = [(k, _dataclass_for(k, v), field(default_factory=_dataclass_for(k, v)))
+             for k, v in spec.items() if k != "__cls__"]
+    if base is not None and not extra:
+        return base
+    bases = (base,) if base is not None else ()
+    return dataclasses.make_dataclass(f"{name.title()}Group", extra, bases=bases)
+
+
+def build_root() -> type:
+    groups = discover()
+    tree = _group_tree(groups)
+    param_fields = [(k, _dataclass_for(k, v), field(default_factory=_dataclass_for(k, v))) for k, v in tree.items()]
+    fixed = [
+        ("task", str, field(default="simulate")),
+        ("seed", int, field(default=0)),
+        ("out_dir", Optional[str], field(default=None)),
+        ("phase", str, field(default="inference")),
+        ("workload", str, field(default="traffic")),
+        ("cosim", CosimConfig, field(default_factory=CosimConfig)),
+        ("system", SystemConfig, field(default_factory=SystemConfig)),
+        ("model", ModelConfig, field(default_factory=ModelConfig)),
+        ("scheme", SchemeConfig, field(default_factory=SchemeConfig)),
+        ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
+    ]
+    taken = {name for name, _, _ in fixed}
+    clash = taken & {name for name, _, _ in param_fields}
+    if clash:
+        raise RuntimeError(f"parameter groups clash with root keys: {sorted(clash)}")
+    return dataclasses.make_dataclass("RootConfig", fixed + param_fields)
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="cais_schema", node=build_root())

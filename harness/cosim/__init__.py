@@ -1,0 +1,135 @@
+"""Co-simulation: start engine processes, configure them, run them in lock-step, collect stats.
+
+    result = simulate(topology, params, seed=1, gpus_per_process=8, switches_per_process=4)
+    result.stats      # pandas DataFrame: name, value, unit (hierarchical names, e.g. sw0.port3.tx.flits)
+    result.end_ps     # simulated time at which the last event happened (window granularity)
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from typing import Any, Iterable
+
+import zmq
+
+from harness import engines as engine_paths
+from harness.cosim.partition import Partition, partition
+from harness.cosim.process import EngineProcess, ipc_endpoint, make_log_dir
+from harness.cosim.runner import Coordinator, SimResult
+from harness.errors import ConfigError
+from harness.protocol import cosim as pb
+
+__all__ = ["simulate", "SimResult", "partition", "to_param_value"]
+
+
+def to_param_value(value: Any) -> "pb.ParamValue":
+    pv = pb.ParamValue()
+    if isinstance(value, bool):
+        pv.b = value
+    elif isinstance(value, int):
+        pv.i = value
+    elif isinstance(value, float):
+        pv.d = value
+    elif isinstance(value, str):
+        pv.s = value
+    elif isinstance(value, (list, tuple)):
+        pv.list.SetInParent()
+        for item in value:
+            pv.list.items.append(to_param_value(item))
+    elif value is None:
+        pv.s = ""
+    else:
+        raise ConfigError("", f"cannot send parameter value {value!r} of type {type(value).__name__}")
+    return pv
+
+
+def _parse_faults(spec: str, names: Iterable[str]) -> dict[str, str]:
+    """'gpu_engine0=crash:5,net_engine0=hang:3' -> {name: 'crash:5', ...}"""
+    out: dict[str, str] = {}
+    valid = set(names)
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, what = item.partition("=")
+        if name not in valid or not what:
+            raise ConfigError("cosim.fault", f"'{item}' must be ENGINE=KIND:WINDOW with ENGINE one of {sorted(valid)}")
+        out[name] = what
+    return out
+
+
+def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes = b"",
+             gpus_per_process: int | None = None, switches_per_process: int | None = None,
+             colocate: bool = False, transport: str = "ipc", tcp_host: str = "127.0.0.1",
+             launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 10.0,
+             max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None) -> SimResult:
+    n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
+    n_sw = len(topology.nodes) - n_gpus
+    part: Partition = partition(topology, gpus_per_process or n_gpus, switches_per_process or max(1, n_sw), colocate)
+    binary = str(engine_paths.engine_binary())
+    if transport not in ("ipc", "tcp"):
+        raise ConfigError("cosim.transport", f"'{transport}' is not one of: ipc, tcp")
+    if launcher not in ("local", "manual"):
+        raise ConfigError("cosim.launcher", f"'{launcher}' is not one of: local, manual")
+    faults = _parse_faults(fault, (e.name for e in part.engines))
+
+    wall0 = time.perf_counter()
+    log_dir = make_log_dir()
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    if transport == "ipc":
+        endpoint = ipc_endpoint(log_dir)
+        sock.bind(endpoint)
+    else:
+        port = sock.bind_to_random_port(f"tcp://{tcp_host}")
+        endpoint = f"tcp://{tcp_host}:{port}"
+    procs: list[EngineProcess] = []
+    try:
+        for spec in part.engines:
+            argv = [binary, "--connect", endpoint, "--name", spec.name]
+            if spec.name in faults:
+                argv += ["--fault", faults[spec.name]]
+            procs.append(EngineProcess(spec.name, argv, launch=launcher == "local", log_dir=log_dir))
+            if launcher == "manual":
+                print("start on its host: " + " ".join(argv), file=sys.stderr)
+        coord = Coordinator(sock, procs, reply_timeout_s)
+        # Hello from every engine (they connect on their own schedule).
+        coord.gather("ready", list(range(len(procs))), timeout_ms=int(connect_timeout_s * 1000))
+
+        configures = []
+        for idx, spec in enumerate(part.engines):
+            c = pb.Control()
+            cfg = c.configure
+            cfg.engine_name = spec.name
+            cfg.engine_index = idx
+            cfg.hosted_nodes.extend(spec.nodes)
+            cfg.node_engine.extend(part.node_engine)
+            cfg.topology.CopyFrom(topology)
+            for key, value in params.items():
+                cfg.params[key].CopyFrom(to_param_value(value))
+            cfg.seed = seed
+            cfg.workload = workload
+            cfg.window_ps = part.window_ps
+            cfg.watch.extend(watch or [])
+            configures.append(c)
+        next_event = coord.configure(configures)
+
+        loop0 = time.perf_counter()
+        end_ps, windows, skipped, _ = coord.run(next_event, part.window_ps, int(max_sim_time_us * 1e6))
+        loop_s = time.perf_counter() - loop0
+        stats = coord.collect_stats()
+        coord.shutdown()
+        for p in procs:
+            if p.proc is not None:
+                try:
+                    p.proc.wait(timeout=5)
+                except Exception:
+                    pass
+        return SimResult(stats=stats, end_ps=end_ps, windows=windows, windows_skipped=skipped,
+                         window_ps=part.window_ps, wall_s=time.perf_counter() - wall0, loop_s=loop_s,
+                         engines=[e.name for e in part.engines])
+    finally:
+        for p in procs:
+            p.close()
+        sock.close(0)
+        shutil.rmtree(log_dir, ignore_errors=True)  # stderr tails are already in any error raised

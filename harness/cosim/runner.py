@@ -1,0 +1,212 @@
+"""The conservative lock-step loop.
+
+Every engine reports the time of its next event. The harness picks the earliest time T among
+those events and the packets waiting to be delivered, and lets every engine that has work before
+T+W (W = the window, the smallest latency of a link crossing processes) run up to T+W. Packets an
+engine emits during [T, T+W) arrive no earlier than T+W, so handing them over at the window
+boundary is exact. Windows in which nobody has anything to do are never executed: the harness
+jumps straight to the next event. Packet batches pass through as opaque ZMQ frames.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+import zmq
+
+from harness.cosim.process import EngineProcess, describe_exit
+from harness.errors import ConfigError, EngineError, SimulationError
+from harness.protocol import cosim as pb
+
+NEVER = 2**64 - 1
+
+
+@dataclass
+class SimResult:
+    stats: pd.DataFrame
+    end_ps: int
+    windows: int
+    windows_skipped: int
+    window_ps: int
+    wall_s: float
+    loop_s: float
+    engines: list[str] = field(default_factory=list)
+
+    def stat(self, name: str) -> float:
+        rows = self.stats.loc[self.stats["name"] == name, "value"]
+        if rows.empty:
+            raise KeyError(name)
+        return float(rows.iloc[0])
+
+    def stats_matching(self, pattern: str) -> pd.DataFrame:
+        return self.stats[self.stats["name"].str.fullmatch(pattern)]
+
+
+class Coordinator:
+    def __init__(self, sock: zmq.Socket, engines: list[EngineProcess], reply_timeout_s: float):
+        self.sock = sock
+        self.engines = engines
+        self.ids = [e.name.encode() for e in engines]
+        self.index = {ident: i for i, ident in enumerate(self.ids)}
+        self.reply_timeout_ms = int(reply_timeout_s * 1000)
+        self.poller = zmq.Poller()
+        self.poller.register(sock, zmq.POLLIN)
+
+    # ---------------------------------------------------------------- receiving
+    def _check_alive(self) -> None:
+        for e in self.engines:
+            code = e.exit_code()
+            if code is not None:
+                raise EngineError(e.name, f"{describe_exit(code)} unexpectedly", e.stderr_tail())
+
+    def recv(self, waiting: set[int], timeout_ms: int | None = None) -> tuple[int, "pb.Control", list]:
+        """Next message from one of `waiting`; fails on death, silence, garbage or Error."""
+        budget = self.reply_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + budget / 1000
+        while True:
+            if self.poller.poll(min(100, budget)):
+                frames = self.sock.recv_multipart(copy=False)
+                break
+            self._check_alive()
+            if time.monotonic() > deadline:
+                names = ", ".join(self.engines[i].name for i in sorted(waiting))
+                first = self.engines[min(waiting)]
+                raise EngineError(names, f"no answer within {budget / 1000:.1f} s (hung?)", first.stderr_tail())
+        idx = self.index.get(frames[0].bytes)
+        if idx is None:
+            raise EngineError(frames[0].bytes.decode(errors="replace"), "message from an unknown engine")
+        eng = self.engines[idx]
+        ctl = pb.Control()
+        try:
+            ctl.ParseFromString(frames[1].bytes)
+            kind = ctl.WhichOneof("msg")
+        except Exception as exc:  # protobuf raises DecodeError, upb may raise others
+            raise EngineError(eng.name, f"sent an undecodable message ({exc})", eng.stderr_tail()) from None
+        if kind is None:
+            raise EngineError(eng.name, "sent an undecodable message (no known field)", eng.stderr_tail())
+        if kind == "error":
+            err = ctl.error
+            if err.key:
+                raise ConfigError(err.key, f"rejected by engine {eng.name}: {err.message}")
+            raise EngineError(eng.name, err.message, eng.stderr_tail())
+        if idx not in waiting:
+            raise EngineError(eng.name, f"sent '{kind}' when no answer was expected", eng.stderr_tail())
+        return idx, ctl, frames[2:]
+
+    def expect(self, idx: int, ctl, kind: str) -> None:
+        got = ctl.WhichOneof("msg")
+        if got != kind:
+            raise EngineError(self.engines[idx].name, f"sent '{got}' where '{kind}' was expected",
+                              self.engines[idx].stderr_tail())
+
+    def send(self, idx: int, ctl_bytes: bytes, frames: list | None = None) -> None:
+        self.sock.send_multipart([self.ids[idx], ctl_bytes, *(frames or [])], copy=False)
+
+    def gather(self, kind: str, targets: list[int], timeout_ms: int | None = None) -> dict[int, tuple]:
+        waiting = set(targets)
+        replies = {}
+        while waiting:
+            idx, ctl, rest = self.recv(waiting, timeout_ms)
+            self.expect(idx, ctl, kind)
+            waiting.discard(idx)
+            replies[idx] = (ctl, rest)
+        return replies
+
+    # ---------------------------------------------------------------- protocol
+    def configure(self, configures: list["pb.Control"]) -> list[int]:
+        for i, c in enumerate(configures):
+            self.send(i, c.SerializeToString())
+        replies = self.gather("ready", list(range(len(self.engines))))
+        return [replies[i][0].ready.next_event_ps for i in range(len(self.engines))]
+
+    def run(self, next_event: list[int], window_ps: int, max_time_ps: int) -> tuple[int, int, int, list]:
+        n = len(self.engines)
+        pending: list[list] = [[] for _ in range(n)]
+        pending_min = [NEVER] * n
+        done = [False] * n
+        blocked = [""] * n
+        t_end = 0
+        windows = skipped = 0
+        advance = pb.Control()
+        while True:
+            t0 = min(min(next_event), min(pending_min))
+            if t0 == NEVER:
+                break
+            if t0 > max_time_ps:
+                raise SimulationError(f"simulated time passed cosim.max_sim_time_us ({max_time_ps / 1e6:.0f} us); "
+                                      "raise it if the workload is meant to run that long")
+            skipped += (t0 - t_end) // window_ps
+            until = t0 + window_ps
+            active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
+            for i in active:
+                advance.advance.until_ps = until
+                advance.advance.num_batches = len(pending[i])
+                self.send(i, advance.SerializeToString(), pending[i])
+                pending[i] = []
+                pending_min[i] = NEVER
+            waiting = set(active)
+            while waiting:
+                idx, ctl, frames = self.recv(waiting)
+                waiting.discard(idx)
+                if ctl.WhichOneof("msg") != "window_done":
+                    self.expect(idx, ctl, "window_done")
+                wd = ctl.window_done
+                next_event[idx] = wd.next_event_ps
+                done[idx] = wd.done
+                blocked[idx] = wd.blocked_reason
+                if len(frames) != len(wd.batch_dst):
+                    raise EngineError(self.engines[idx].name, "batch frames do not match their headers",
+                                      self.engines[idx].stderr_tail())
+                for dst, tmin, frame in zip(wd.batch_dst, wd.batch_min_ps, frames):
+                    if dst >= n:
+                        raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}")
+                    if tmin < until:
+                        raise SimulationError(f"engine {self.engines[idx].name} sent a packet arriving at {tmin} ps, "
+                                              f"inside the current window ending {until} ps (lookahead broken)")
+                    pending[dst].append(frame)
+                    pending_min[dst] = min(pending_min[dst], tmin)
+            windows += 1
+            t_end = until
+        # Everyone is idle. Engines that never ran report their state through an empty window.
+        silent = [i for i in range(n) if not done[i]]
+        if silent:
+            advance.advance.until_ps = t_end
+            advance.advance.num_batches = 0
+            for i in silent:
+                self.send(i, advance.SerializeToString())
+            for i, (ctl, _) in self.gather("window_done", silent).items():
+                done[i] = ctl.window_done.done
+                blocked[i] = ctl.window_done.blocked_reason
+        stuck = [f"{self.engines[i].name}: {blocked[i] or 'not done'}" for i in range(n) if not done[i]]
+        if stuck:
+            raise SimulationError("deadlock: every engine is idle but the workload is not complete at "
+                                  f"{t_end / 1e6:.3f} us; " + "; ".join(stuck))
+        return t_end, windows, skipped, done
+
+    def collect_stats(self) -> pd.DataFrame:
+        get = pb.Control()
+        get.get_stats.SetInParent()
+        data = get.SerializeToString()
+        for i in range(len(self.engines)):
+            self.send(i, data)
+        rows = []
+        replies = self.gather("stats", list(range(len(self.engines))))
+        for i in range(len(self.engines)):
+            for s in replies[i][0].stats.stats:
+                if s.name.startswith("engine."):
+                    continue  # per-process bookkeeping would break partition invariance
+                rows.append((s.name, s.value, s.unit))
+        df = pd.DataFrame(rows, columns=["name", "value", "unit"])
+        return df.sort_values("name", kind="stable").reset_index(drop=True)
+
+    def shutdown(self) -> None:
+        bye = pb.Control()
+        bye.shutdown.SetInParent()
+        data = bye.SerializeToString()
+        for i in range(len(self.engines)):
+            try:
+                self.send(i, data)
+            except zmq.ZMQError:
+                pass

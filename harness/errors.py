@@ -1,0 +1,29 @@
+"""Errors the user sees as one clear line (the CLI prints them without a traceback)."""
+
+
+class CaisError(Exception):
+    """Base class: anything the user can fix or must know about."""
+
+
+class ConfigError(CaisError):
+    """Bad configuration: names the key and what is allowed."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+
+
+class EngineError(CaisError):
+    """An engine process failed, hung or misbehaved."""
+
+    def __init__(self, engine: str, message: str, stderr_tail: str = ""):
+        text = f"engine {engine}: {message}"
+        if stderr_tail.strip():
+            text += "\n--- stderr of " + engine + " (last lines) ---\n" + stderr_tail.rstrip()
+        super().__init__(text)
+        self.engine = engine
+        self.stderr_tail = stderr_tail
+
+
+class SimulationError(CaisError):
+    """The simulation itself broke an invariant (deadlock, bytes lost, ...)."""

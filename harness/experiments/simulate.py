@@ -1,0 +1,48 @@
+"""The default experiment: one simulation of the configured system and workload.
+
+With the ``traffic`` GPU model every GPU issues remote reads and writes to random peers through
+the switches; results.csv gets one row with the simulated time, delivered bytes, achieved
+bandwidth and request latency, and stats.csv beside it every hierarchical statistic.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from harness.results import write_csv_atomic
+from harness.system import run_system
+
+
+def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    result = run_system(cfg)
+    stats = result.stats
+    write_csv_atomic(out_dir / "stats.csv", stats)
+
+    def total(pattern: str) -> float:
+        return float(stats.loc[stats["name"].str.fullmatch(pattern), "value"].sum())
+
+    gpus = cfg.system.gpus
+    end_us = result.end_ps / 1e6
+    finish_us = total(r"gpu\d+\.finish_time") / max(gpus, 1) / 1e6
+    completed = total(r"gpu\d+\.requests_completed")
+    data_bytes = total(r"gpu\d+\.(read|write)_bytes")
+    lat = stats[stats["name"].str.fullmatch(r"gpu\d+\.request_latency\.mean")]
+    counts = stats[stats["name"].str.fullmatch(r"gpu\d+\.request_latency\.count")]
+    mean_latency_ns = float((lat["value"].values * counts["value"].values).sum() / max(counts["value"].sum(), 1))
+    row = {
+        "system": cfg.system.name,
+        "gpus": gpus,
+        "gpu_model": cfg.system.gpu_model,
+        "workload": cfg.workload,
+        "seed": cfg.seed,
+        "sim_time_us": end_us,
+        "mean_gpu_finish_us": finish_us,
+        "requests": int(completed),
+        "data_bytes": int(data_bytes),
+        "data_GBps_per_gpu": data_bytes / max(gpus, 1) / (end_us * 1e3) if end_us > 0 else 0.0,
+        "mean_request_latency_ns": mean_latency_ns,
+        "switch_flits": int(total(r"sw\d+\.port\d+\.tx\.flits") + total(r"(leaf|spine)\d+\.port\d+\.tx\.flits")),
+    }
+    return pd.DataFrame([row])

@@ -1,0 +1,33 @@
+"""From a resolved config to what the engines need: topology, flat params, cosim options."""
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from harness import params as param_groups
+from harness import topology
+from harness.cosim import SimResult, simulate
+
+
+def engine_params(cfg: DictConfig) -> dict[str, Any]:
+    flat = param_groups.flatten(cfg, param_groups.discover())
+    flat["host.gpu_model"] = cfg.system.gpu_model
+    flat["host.switch_model"] = cfg.system.switch_model
+    return flat
+
+
+def cosim_options(cfg: DictConfig) -> dict[str, Any]:
+    c = cfg.cosim
+    return dict(gpus_per_process=c.gpus_per_process, switches_per_process=c.switches_per_process,
+                colocate=c.colocate, transport=c.transport, tcp_host=c.tcp_host, launcher=c.launcher,
+                connect_timeout_s=c.connect_timeout_s, reply_timeout_s=c.reply_timeout_s,
+                max_sim_time_us=c.max_sim_time_us, fault=c.fault, watch=list(c.watch))
+
+
+def run_system(cfg: DictConfig, workload: bytes = b"", overrides: dict[str, Any] | None = None) -> SimResult:
+    """Simulate cfg.system with the engine parameters of cfg (plus `overrides`)."""
+    topo = topology.build(cfg.system)
+    params = engine_params(cfg)
+    params.update(overrides or {})
+    return simulate(topo, params, seed=cfg.seed, workload=workload, **cosim_options(cfg))

@@ -1,0 +1,99 @@
+"""Build the network topology (proto Topology) from the system config.
+
+Node ids: GPUs 0..G-1 first, then switches. Every channel is a pair of opposite links between
+the same two ports, so port p of a node both sends to and receives from one peer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import ConfigError
+from harness.protocol import cosim as pb
+
+TOPOLOGIES = ("dgx", "xbar", "fat_tree")
+
+
+@dataclass
+class _Builder:
+    name: str
+    latency_ps: int
+    lane_bw: float
+
+    def __post_init__(self):
+        self.topo = pb.Topology(name=self.name)
+        self.ports: list[int] = []
+
+    def node(self, kind: int, name: str) -> int:
+        nid = len(self.topo.nodes)
+        self.topo.nodes.add(id=nid, kind=kind, name=name, num_ports=0)
+        self.ports.append(0)
+        return nid
+
+    def channel(self, a: int, b: int, lanes: int) -> None:
+        pa, pb_ = self.ports[a], self.ports[b]
+        self.ports[a] += 1
+        self.ports[b] += 1
+        bw = lanes * self.lane_bw
+        self.topo.links.add(src_node=a, src_port=pa, dst_node=b, dst_port=pb_, bw_gbps=bw,
+                            latency_ps=self.latency_ps, lanes=lanes)
+        self.topo.links.add(src_node=b, src_port=pb_, dst_node=a, dst_port=pa, bw_gbps=bw,
+                            latency_ps=self.latency_ps, lanes=lanes)
+
+    def done(self):
+        for n in self.topo.nodes:
+            n.num_ports = self.ports[n.id]
+        return self.topo
+
+
+def _positive_int(value, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(key, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def build(system) -> "pb.Topology":
+    kind = system.topology
+    if kind not in TOPOLOGIES:
+        raise ConfigError("system.topology", f"'{kind}' is not one of: {', '.join(TOPOLOGIES)}")
+    gpus = _positive_int(system.gpus, "system.gpus")
+    if not system.lane_bw_gbps > 0:
+        raise ConfigError("system.lane_bw_gbps", f"must be > 0 GB/s, got {system.lane_bw_gbps}")
+    if not system.link_latency_ns > 0:
+        raise ConfigError("system.link_latency_ns", f"must be > 0 ns, got {system.link_latency_ns}")
+    b = _Builder(system.name, round(system.link_latency_ns * 1000), float(system.lane_bw_gbps))
+    gpu_ids = [b.node(pb.NODE_GPU, f"gpu{g}") for g in range(gpus)]
+
+    if kind == "dgx":
+        planes = _positive_int(system.switches, "system.switches")
+        lanes = list(system.lanes_per_switch)
+        if len(lanes) != planes or any((not isinstance(x, int)) or x <= 0 for x in lanes):
+            raise ConfigError("system.lanes_per_switch",
+                              f"needs {planes} positive integers (one per switch), got {lanes}")
+        sw = [b.node(pb.NODE_SWITCH, f"sw{s}") for s in range(planes)]
+        for g in gpu_ids:  # GPU port s -> switch plane s; switch port g -> GPU g
+            for s in range(planes):
+                b.channel(g, sw[s], lanes[s])
+    elif kind == "xbar":
+        sw = b.node(pb.NODE_SWITCH, "sw0")
+        for g in gpu_ids:
+            b.channel(g, sw, 1)
+    else:  # fat_tree: leaves of gpus_per_leaf GPUs, every leaf linked to every spine
+        per_leaf = _positive_int(system.gpus_per_leaf, "system.gpus_per_leaf")
+        if gpus % per_leaf:
+            raise ConfigError("system.gpus_per_leaf", f"must divide system.gpus={gpus}")
+        leaves = gpus // per_leaf
+        gpu_lanes = sum(system.lanes_per_switch)
+        up = _positive_int(system.uplink_lanes, "system.uplink_lanes")
+        spines = system.spines or max(1, -(-per_leaf * gpu_lanes // up))
+        leaf_ids = [b.node(pb.NODE_SWITCH, f"leaf{l}") for l in range(leaves)]
+        spine_ids = [b.node(pb.NODE_SWITCH, f"spine{s}") for s in range(spines)] if leaves > 1 else []
+        for g in gpu_ids:
+            b.channel(g, leaf_ids[g // per_leaf], gpu_lanes)
+        for leaf in leaf_ids:
+            for spine in spine_ids:
+                b.channel(leaf, spine, up)
+    return b.done()
+
+
+def min_link_latency_ps(topo) -> int:
+    return min(l.latency_ps for l in topo.links)
