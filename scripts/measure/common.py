@@ -28,8 +28,9 @@ def enforce_no_multicast() -> None:
         sys.stderr.write(f"REFUSING TO RUN: NVLink multicast switches set wrongly: {bad}; "
                          f"required {SAFE_ENV}\n")
         sys.exit(3)
+    changed = any(os.environ.get(k) != v for k, v in SAFE_ENV.items())
     os.environ.update(SAFE_ENV)
-    if "torch.distributed" in sys.modules:
+    if changed and "torch.distributed" in sys.modules:
         # too late to guarantee NCCL/PyTorch read our values before init; be loud
         sys.stderr.write("warning: torch.distributed imported before enforce_no_multicast()\n")
 

@@ -1,0 +1,50 @@
+"""Shared fixtures: the built engines and a helper to run cais-sim as users do."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import CONF_DIR, REPO_ROOT
+from harness.engines import engine_dir
+
+CAIS_SIM = [sys.executable, "-m", "harness.cli"]
+
+
+@pytest.fixture(scope="session")
+def engines() -> Path:
+    d = engine_dir()
+    if not (d / "cais-engine").exists():
+        pytest.fail(f"engines not built in {d}: run scripts/build_engines.sh (scripts/setup.sh does)")
+    return d
+
+
+def run_cli(*overrides: str, timeout: float = 300, check: bool = True, env: dict | None = None):
+    proc = subprocess.run([*CAIS_SIM, *overrides], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cais-sim {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def compose(*overrides: str):
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from harness.config.schema import register
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def read_results(out_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(out_dir / "results.csv")
