@@ -63,7 +63,8 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
              max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None) -> SimResult:
     n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
     n_sw = len(topology.nodes) - n_gpus
-    part: Partition = partition(topology, gpus_per_process or n_gpus, switches_per_process or max(1, n_sw), colocate)
+    part: Partition = partition(topology, n_gpus if gpus_per_process is None else gpus_per_process,
+                                max(1, n_sw) if switches_per_process is None else switches_per_process, colocate)
     binary = str(engine_paths.engine_binary())
     if transport not in ("ipc", "tcp"):
         raise ConfigError("cosim.transport", f"'{transport}' is not one of: ipc, tcp")

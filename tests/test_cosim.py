@@ -1,0 +1,142 @@
+"""The lock-step harness: exactness, partition invariance, determinism, failures."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import REPO_ROOT
+from tests.conftest import read_results, run_cli
+
+# Small but real traffic: every GPU talks to random peers through all four switch planes.
+SMALL = ["traffic.requests_per_gpu=400", "traffic.max_outstanding=16"]
+# Issue gaps that are not multiples of the window put sends at every phase of a window.
+PHASED = ["traffic.requests_per_gpu=300", "traffic.issue_gap_ns=37.3", "traffic.max_outstanding=64"]
+
+
+def run_to(tmp_path: Path, name: str, *overrides: str) -> Path:
+    out = tmp_path / name
+    run_cli(*overrides, f"out_dir={out}")
+    return out
+
+
+def same_files(a: Path, b: Path) -> None:
+    for f in ("results.csv", "stats.csv"):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f"{f} differs between {a.name} and {b.name}"
+
+
+def test_default_run_is_readable(engines, tmp_path):
+    out = tmp_path / "default"
+    proc = run_cli(*SMALL, f"out_dir={out}")
+    df = read_results(out)
+    assert df.loc[0, "requests"] == 8 * 400
+    assert df.loc[0, "sim_time_us"] > 0 and df.loc[0, "data_GBps_per_gpu"] > 0
+    assert "sim_time_us" in proc.stdout and "results:" in proc.stdout
+    assert (out / "config.yaml").exists()
+
+
+def test_exact_across_process_boundaries(engines, tmp_path):
+    """Packets crossing processes at every phase of a window get single-process timestamps."""
+    single = run_to(tmp_path, "single", *PHASED, "cosim.colocate=true")
+    split = run_to(tmp_path, "split", *PHASED, "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    same_files(single, split)
+
+
+def test_partition_invariance_8_gpus_4_switches(engines, tmp_path):
+    together = run_to(tmp_path, "together", *SMALL, "cosim.gpus_per_process=8", "cosim.switches_per_process=4")
+    apart = run_to(tmp_path, "apart", *SMALL, "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    mixed = run_to(tmp_path, "mixed", *SMALL, "cosim.gpus_per_process=3", "cosim.switches_per_process=2")
+    same_files(together, apart)
+    same_files(together, mixed)
+
+
+def test_determinism_and_seed_sensitivity(engines, tmp_path):
+    a = run_to(tmp_path, "a", *SMALL, "seed=7")
+    b = run_to(tmp_path, "b", *SMALL, "seed=7")
+    c = run_to(tmp_path, "c", *SMALL, "seed=8")
+    same_files(a, b)
+    assert (a / "stats.csv").read_bytes() != (c / "stats.csv").read_bytes()
+
+
+def test_tcp_transport_matches_ipc(engines, tmp_path):
+    ipc = run_to(tmp_path, "ipc", *SMALL, "cosim.gpus_per_process=4")
+    tcp = run_to(tmp_path, "tcp", *SMALL, "cosim.gpus_per_process=4", "cosim.transport=tcp")
+    same_files(ipc, tcp)
+
+
+def test_conservation_of_bytes(engines, tmp_path):
+    out = run_to(tmp_path, "cons", *SMALL, "traffic.read_fraction=0.25")
+    import pandas as pd
+
+    stats = pd.read_csv(out / "stats.csv")
+    s = lambda pat: stats.loc[stats["name"].str.fullmatch(pat), "value"].sum()
+    # Every request's flits left a GPU and arrived through one switch: GPU tx == switch tx.
+    assert s(r"gpu\d+\.port\d+\.tx\.flits") == s(r"sw\d+\.port\d+\.tx\.flits")
+    # 25% of 3200 requests are reads of 128 B, the rest writes of 128 B.
+    assert s(r"gpu\d+\.read_bytes") + s(r"gpu\d+\.write_bytes") == 8 * 400 * 128
+
+
+# ------------------------------------------------------------------------------ failures
+FAULT_BASE = ["traffic.requests_per_gpu=3000", "traffic.issue_gap_ns=20", "cosim.gpus_per_process=4",
+              "cosim.reply_timeout_s=3"]
+
+
+def engine_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "cais-engine --connect"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def check_failure(proc, out: Path, engine: str, started: float, before: set[int]):
+    assert proc.returncode != 0
+    assert time.monotonic() - started < 10 + 5, "the run did not end within 10 s of the fault"
+    assert engine in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "results.csv").exists()
+    time.sleep(0.5)
+    assert engine_pids() - before == set(), "engine processes left running"
+
+
+@pytest.mark.parametrize("kind,expect", [("crash", "SIGABRT"), ("hang", "no answer"), ("garbage", "undecodable")])
+def test_engine_faults_end_the_run(engines, tmp_path, kind, expect):
+    before = engine_pids()
+    out = tmp_path / kind
+    t0 = time.monotonic()
+    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0={kind}:40", f"out_dir={out}", check=False, timeout=60)
+    check_failure(proc, out, "net_engine0", t0, before)
+    assert expect in proc.stderr, proc.stderr
+    assert "stderr of net_engine0" in proc.stderr or kind == "garbage"
+
+
+def test_kill_9_of_an_engine(engines, tmp_path):
+    before = engine_pids()
+    out = tmp_path / "kill"
+    cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
+           "cosim.gpus_per_process=4", f"out_dir={out}"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.monotonic() + 30
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = subprocess.run(["pgrep", "-f", "cais-engine .*--name gpu_engine1"], capture_output=True, text=True)
+        pids = [int(p) for p in found.stdout.split()]
+        victim = pids[0] if pids else None
+    assert victim, "engine never started"
+    time.sleep(0.5)
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - killed_at < 10
+    proc.stderr_text = stderr
+
+    class P:  # adapt to check_failure
+        returncode = proc.returncode
+    P.stderr = stderr
+    check_failure(P, out, "gpu_engine1", killed_at, before)
+    assert "SIGKILL" in stderr
