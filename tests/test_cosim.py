@@ -83,8 +83,7 @@ def test_conservation_of_bytes(engines, tmp_path):
 
 
 # ------------------------------------------------------------------------------ failures
-FAULT_BASE = ["traffic.requests_per_gpu=3000", "traffic.issue_gap_ns=20", "cosim.gpus_per_process=4",
-              "cosim.reply_timeout_s=3"]
+FAULT_BASE = ["traffic.requests_per_gpu=3000", "traffic.issue_gap_ns=20", "cosim.gpus_per_process=4"]
 
 
 def engine_pids() -> set[int]:

@@ -31,7 +31,7 @@ class CosimConfig:
     """local: the harness starts the engines; manual: it prints their command lines and waits."""
     connect_timeout_s: float = 30.0
     """How long to wait for every engine to say hello."""
-    reply_timeout_s: float = 10.0
+    reply_timeout_s: float = 5.0
     """An engine that does not answer a request within this time is declared hung."""
     max_sim_time_us: float = 1.0e7
     """Stop with an error if simulated time passes this (a runaway workload)."""
