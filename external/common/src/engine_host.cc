@@ -41,7 +41,8 @@ std::vector<std::string> NodeRegistry::models(proto::NodeKind kind) const {
 void HostedModel::configure(const proto::Configure& cfg) {
   sim_.configure(cfg);
   auto& reg = NodeRegistry::instance();
-  std::vector<std::string> prefixes{"host."};
+  std::vector<std::string> prefixes;
+  sim_.params().ignore_prefix("host.");  // a process hosting only GPUs has no switch model
   std::set<const NodeFactory*> set_up;
   std::vector<std::pair<std::uint32_t, const NodeFactory*>> plan;
   for (std::uint32_t id : sim_.hosted_nodes()) {
