@@ -242,6 +242,17 @@ class SMPartition:
         return False
 
 
+def log_clocks(tag):
+    import subprocess
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.draw,"
+                            "temperature.gpu,clocks_throttle_reasons.active", "--format=csv"],
+                           capture_output=True, text=True, timeout=20)
+        log(f"[clocks {tag}] " + r.stdout.strip().replace("\n", " | "))
+    except Exception as e:  # noqa: BLE001
+        log(f"[clocks {tag}] nvidia-smi failed: {e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -311,11 +322,16 @@ def main():
                         tflops="", iters=0, notes=f"FAILED green context: {type(e).__name__}", **base)
             continue
         try:
-            smnote = ""
+            smnote, used = "", None
             if cuda:
-                _n, smnote = count_sms()
+                used, smnote = count_sms()
                 log(f"[num_sms={num_sms} {part.note}] {smnote}")
-            notes0 = f"{part.note}; {smnote}".strip("; ")
+                if used is not None and used != num_sms:
+                    log(f"NOTE: requested {num_sms} SMs, kernels ran on {used} SMs; the num_sms column "
+                        f"records {used}")
+            requested = num_sms
+            notes0 = f"{part.note}; requested_sms={requested}; {smnote}".strip("; ")
+            num_sms = used if used is not None else requested
             for name, M, N, K, lay in gemms:
                 flops = 2.0 * M * N * K
                 est_us = flops / (600e12 * num_sms / 132) * 1e6
@@ -332,6 +348,8 @@ def main():
                     log(f"gemm {name} FAILED: {type(e).__name__}: {e}")
                     out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms, measured_us="",
                             tflops="", iters=0, notes=f"FAILED {type(e).__name__}", **base)
+            if cuda:
+                log_clocks(f"after GEMM sweep at num_sms={num_sms}")
             for name, M, N in lns:
                 nbytes = 2 * M * N * 2
                 try:
@@ -382,12 +400,17 @@ def summarize(path):
             else:
                 v = [float(r["tflops"]) for r in sel]
             log(f"  {kind:9s} {sms:>4s} {len(sel):3d}  {min(v):8.1f} {median(v):8.1f} {max(v):8.1f}")
-    paper = {r["name"]: r for r in rows if r["kind"] == "gemm" and not r["name"].startswith("extra.")
-             and r["num_sms"] != "66"}
-    half = {r["name"]: r for r in rows if r["kind"] == "gemm" and r["num_sms"] == "66"}
-    ratios = [float(half[n]["measured_us"]) / float(paper[n]["measured_us"]) for n in paper if n in half]
-    if ratios:
-        log(f"  time(66 SMs)/time(full) over paper GEMMs: min {min(ratios):.2f} median {median(ratios):.2f} max {max(ratios):.2f}")
+    sms_all = sorted({int(r["num_sms"]) for r in rows}, reverse=True)
+    gem = lambda s: {r["name"]: float(r["measured_us"]) for r in rows  # noqa: E731
+                     if r["kind"] == "gemm" and int(r["num_sms"]) == s and not r["name"].startswith("extra.")}
+    if sms_all:
+        full = gem(sms_all[0])
+        for s in sms_all[1:]:
+            part = gem(s)
+            ratios = [part[n] / full[n] for n in full if n in part]
+            if ratios:
+                log(f"  time({s} SMs)/time({sms_all[0]} SMs) over paper GEMMs: min {min(ratios):.2f} "
+                    f"median {median(ratios):.2f} max {max(ratios):.2f}")
 
 
 if __name__ == "__main__":
