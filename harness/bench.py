@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 import sys
 
 from harness.config.schema import register
@@ -45,9 +46,38 @@ def bench_harness(requests: int, gap_ns: float, repeat: int) -> dict:
         "windows_skipped_by_idle_jump": best.windows_skipped,
         "us_per_window_median": statistics.median(per_window),
         "us_per_window_min": min(per_window),
+        "harness_cpu_us_per_window": best.loop_cpu_s / best.windows * 1e6,
         "loop_wall_s": best.loop_s,
         "repeats": repeat,
     }
+
+
+def bench_floor(windows: int, engines: int = 3) -> dict:
+    """The protocol's own floor: engines that host nothing, advanced window after window."""
+    from harness.cosim import launch
+    from harness.protocol import cosim as pb
+
+    names = [f"empty{i}" for i in range(engines)]
+    with launch(names) as coord:
+        configures = []
+        for i, name in enumerate(names):
+            c = pb.Control()
+            c.configure.engine_name = name
+            c.configure.engine_index = i
+            c.configure.window_ps = 250_000
+            configures.append(c)
+        coord.configure(configures)
+        adv = pb.Control()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for w in range(windows):
+            adv.advance.until_ps = (w + 1) * 250_000
+            data = adv.SerializeToString()
+            for i in range(engines):
+                coord.send(i, data)
+            coord.gather("window_done", list(range(engines)))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"engine_processes": engines, "windows": windows, "us_per_window": wall / windows * 1e6,
+            "harness_cpu_us_per_window": cpu / windows * 1e6}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,9 +87,14 @@ def main(argv: list[str] | None = None) -> None:
     h.add_argument("--requests", type=int, default=2000, help="requests per GPU")
     h.add_argument("--gap-ns", type=float, default=400.0, help="gap between a GPU's requests")
     h.add_argument("--repeat", type=int, default=3)
+    f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
+    f.add_argument("--windows", type=int, default=3000)
     args = ap.parse_args(argv)
     if args.what == "harness":
         out = bench_harness(args.requests, args.gap_ns, args.repeat)
+        out["protocol_floor"] = bench_floor(3000)
+    else:
+        out = bench_floor(args.windows)
     json.dump(out, sys.stdout, indent=2)
     print()
 

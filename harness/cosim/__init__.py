@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from typing import Any, Iterable
 
 import zmq
@@ -20,7 +21,7 @@ from harness.cosim.runner import Coordinator, SimResult
 from harness.errors import ConfigError
 from harness.protocol import cosim as pb
 
-__all__ = ["simulate", "SimResult", "partition", "to_param_value"]
+__all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value"]
 
 
 def to_param_value(value: Any) -> "pb.ParamValue":
@@ -56,26 +57,19 @@ def _parse_faults(spec: str, names: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes = b"",
-             gpus_per_process: int | None = None, switches_per_process: int | None = None,
-             colocate: bool = False, transport: str = "ipc", tcp_host: str = "127.0.0.1",
-             launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 10.0,
-             max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None) -> SimResult:
-    n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
-    n_sw = len(topology.nodes) - n_gpus
-    part: Partition = partition(topology, n_gpus if gpus_per_process is None else gpus_per_process,
-                                max(1, n_sw) if switches_per_process is None else switches_per_process, colocate)
+@contextmanager
+def launch(names: list[str], *, transport: str = "ipc", tcp_host: str = "127.0.0.1", launcher: str = "local",
+           connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0, faults: dict[str, str] | None = None):
+    """Start one engine process per name, wait for each to say hello, yield a Coordinator.
+
+    On exit (normal or not) every process is stopped and its files removed."""
     binary = str(engine_paths.engine_binary())
     if transport not in ("ipc", "tcp"):
         raise ConfigError("cosim.transport", f"'{transport}' is not one of: ipc, tcp")
     if launcher not in ("local", "manual"):
         raise ConfigError("cosim.launcher", f"'{launcher}' is not one of: local, manual")
-    faults = _parse_faults(fault, (e.name for e in part.engines))
-
-    wall0 = time.perf_counter()
     log_dir = make_log_dir()
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.ROUTER)
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     if transport == "ipc":
@@ -86,17 +80,44 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
         endpoint = f"tcp://{tcp_host}:{port}"
     procs: list[EngineProcess] = []
     try:
-        for spec in part.engines:
-            argv = [binary, "--connect", endpoint, "--name", spec.name]
-            if spec.name in faults:
-                argv += ["--fault", faults[spec.name]]
-            procs.append(EngineProcess(spec.name, argv, launch=launcher == "local", log_dir=log_dir))
+        for name in names:
+            argv = [binary, "--connect", endpoint, "--name", name]
+            if faults and name in faults:
+                argv += ["--fault", faults[name]]
+            procs.append(EngineProcess(name, argv, launch=launcher == "local", log_dir=log_dir))
             if launcher == "manual":
                 print("start on its host: " + " ".join(argv), file=sys.stderr)
         coord = Coordinator(sock, procs, reply_timeout_s)
         # Hello from every engine (they connect on their own schedule).
         coord.gather("ready", list(range(len(procs))), timeout_ms=int(connect_timeout_s * 1000))
+        yield coord
+        coord.shutdown()
+        for p in procs:
+            if p.proc is not None:
+                try:
+                    p.proc.wait(timeout=5)
+                except Exception:
+                    pass
+    finally:
+        for p in procs:
+            p.close()
+        sock.close(0)
+        shutil.rmtree(log_dir, ignore_errors=True)  # stderr tails are already in any error raised
 
+
+def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes = b"",
+             gpus_per_process: int | None = None, switches_per_process: int | None = None,
+             colocate: bool = False, transport: str = "ipc", tcp_host: str = "127.0.0.1",
+             launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0,
+             max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None) -> SimResult:
+    n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
+    n_sw = len(topology.nodes) - n_gpus
+    part: Partition = partition(topology, n_gpus if gpus_per_process is None else gpus_per_process,
+                                max(1, n_sw) if switches_per_process is None else switches_per_process, colocate)
+    faults = _parse_faults(fault, (e.name for e in part.engines))
+    wall0 = time.perf_counter()
+    with launch([e.name for e in part.engines], transport=transport, tcp_host=tcp_host, launcher=launcher,
+                connect_timeout_s=connect_timeout_s, reply_timeout_s=reply_timeout_s, faults=faults) as coord:
         configures = []
         for idx, spec in enumerate(part.engines):
             c = pb.Control()
@@ -115,22 +136,10 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
             configures.append(c)
         next_event = coord.configure(configures)
 
-        loop0 = time.perf_counter()
+        loop0, cpu0 = time.perf_counter(), time.process_time()
         end_ps, windows, skipped, _ = coord.run(next_event, part.window_ps, int(max_sim_time_us * 1e6))
-        loop_s = time.perf_counter() - loop0
+        loop_s, loop_cpu_s = time.perf_counter() - loop0, time.process_time() - cpu0
         stats = coord.collect_stats()
-        coord.shutdown()
-        for p in procs:
-            if p.proc is not None:
-                try:
-                    p.proc.wait(timeout=5)
-                except Exception:
-                    pass
-        return SimResult(stats=stats, end_ps=end_ps, windows=windows, windows_skipped=skipped,
-                         window_ps=part.window_ps, wall_s=time.perf_counter() - wall0, loop_s=loop_s,
-                         engines=[e.name for e in part.engines])
-    finally:
-        for p in procs:
-            p.close()
-        sock.close(0)
-        shutil.rmtree(log_dir, ignore_errors=True)  # stderr tails are already in any error raised
+    return SimResult(stats=stats, end_ps=end_ps, windows=windows, windows_skipped=skipped, window_ps=part.window_ps,
+                     wall_s=time.perf_counter() - wall0, loop_s=loop_s, loop_cpu_s=loop_cpu_s,
+                     engines=[e.name for e in part.engines])

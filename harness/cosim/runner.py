@@ -32,6 +32,8 @@ class SimResult:
     window_ps: int
     wall_s: float
     loop_s: float
+    loop_cpu_s: float = 0.0
+    """CPU time the harness itself spent in the lock-step loop (excludes waiting for engines)."""
     engines: list[str] = field(default_factory=list)
 
     def stat(self, name: str) -> float:
