@@ -29,14 +29,19 @@ void OutputChannel::init(const PortLink& link, std::uint32_t num_vcs, std::uint3
 }
 
 TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc) {
+  return transmit(sim, sender, h, vc, sim.now(), 0);
+}
+
+TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc,
+                               TimePs earliest_start, TimePs min_tail) {
   Packet& p = sim.packets()[h];
   if (credits_[vc] < p.flits)
     throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
   credits_[vc] -= p.flits;
-  const TimePs start = std::max(sim.now(), busy_until_);
+  const TimePs start = std::max(earliest_start, busy_until_);
   const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
   const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
-  busy_until_ = start + ser;
+  busy_until_ = std::max(start + ser, std::max(min_tail, sim.now()));
   stats_.packets += 1;
   stats_.flits += p.flits;
   stats_.wire_bytes += bytes;

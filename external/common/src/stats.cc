@@ -4,13 +4,32 @@
 
 namespace cais {
 
+// Log-linear buckets: 16 sub-buckets per power of two (about 4% resolution), so quantiles of
+// latencies are meaningful without storing samples.
+namespace {
+constexpr int kSub = 16;
+std::size_t bucket_of(double v) {
+  if (v < 1.0) return 0;
+  int exp = 0;
+  const double frac = std::frexp(v, &exp);  // v = frac * 2^exp, frac in [0.5, 1)
+  const int sub = static_cast<int>((frac - 0.5) * 2 * kSub);
+  return 1 + static_cast<std::size_t>((exp - 1) * kSub + sub);
+}
+double bucket_upper(std::size_t b) {
+  if (b == 0) return 1.0;
+  const std::size_t i = b - 1;
+  const int exp = static_cast<int>(i / kSub) + 1;
+  const int sub = static_cast<int>(i % kSub);
+  return std::ldexp(0.5 + (sub + 1) / (2.0 * kSub), exp);
+}
+}  // namespace
+
 void Histogram::add(double v) {
   if (count_ == 0 || v < min_) min_ = v;
   if (count_ == 0 || v > max_) max_ = v;
   ++count_;
   sum_ += v;
-  std::size_t b = 0;
-  if (v >= 1.0) b = static_cast<std::size_t>(std::ilogb(v)) + 1;
+  const std::size_t b = bucket_of(v);
   if (b >= buckets_.size()) buckets_.resize(b + 1, 0);
   ++buckets_[b];
 }
@@ -21,10 +40,7 @@ double Histogram::quantile(double q) const {
   double seen = 0;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     seen += static_cast<double>(buckets_[b]);
-    if (seen >= target) {
-      const double upper = b == 0 ? 1.0 : std::ldexp(1.0, static_cast<int>(b));
-      return std::min(upper, max_);
-    }
+    if (seen >= target) return std::max(min_, std::min(bucket_upper(b), max_));
   }
   return max_;
 }

@@ -102,3 +102,18 @@ TEST(PlaneHash, ProportionalToLanesAndDeterministic) {
 
 }  // namespace
 }  // namespace cais
+
+namespace cais {
+namespace {
+TEST(Histogram, QuantilesWithinFourPercent) {
+  Histogram h;
+  for (int i = 1; i <= 10000; ++i) h.add(static_cast<double>(i));
+  EXPECT_EQ(h.count(), 10000u);
+  EXPECT_DOUBLE_EQ(h.mean(), 5000.5);
+  EXPECT_NEAR(h.quantile(0.5), 5000, 5000 * 0.04);
+  EXPECT_NEAR(h.quantile(0.99), 9900, 9900 * 0.04);
+  EXPECT_EQ(h.min(), 1);
+  EXPECT_EQ(h.max(), 10000);
+}
+}  // namespace
+}  // namespace cais

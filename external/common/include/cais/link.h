@@ -56,6 +56,11 @@ class OutputChannel {
   // Serialise `h` on `vc` starting at max(now, free_at()); consumes credits, sets hop fields
   // and hands the packet to the simulator. Returns the time the tail leaves (link free again).
   TimePs transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc);
+  // Cut-through variant for routers: the head starts at max(earliest_start, free_at()) (which
+  // may lie before now when the router forwards the head while the tail was still arriving),
+  // and the tail leaves no earlier than max(min_tail, now). Returns the tail time.
+  TimePs transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs earliest_start,
+                  TimePs min_tail);
   void return_credits(std::uint32_t vc, std::uint32_t flits);
   void register_stats(StatsRegistry& reg, const std::string& prefix) const;
   const ChannelStats& stats() const { return stats_; }

@@ -40,7 +40,7 @@ class Histogram {
  private:
   std::uint64_t count_ = 0;
   double sum_ = 0, min_ = 0, max_ = 0;
-  std::vector<std::uint64_t> buckets_;  // bucket b holds values in [2^(b-1), 2^b)
+  std::vector<std::uint64_t> buckets_;  // log-linear, see stats.cc
 };
 
 class StatsRegistry {
