@@ -1,0 +1,368 @@
+"""Text form of the tile ISA (proto/isa.proto), for humans: parse and print, round-trip exact.
+
+Example::
+
+    .workload gemm_demo gpus=1
+    .buffer A bytes=33554432 dtype=bf16
+    .kernel gemm grid=32x32 threads=256 regs=168 smem=131072
+      loop 64
+        ld.async buf=A addr=[16384*bx + 128*L0] rows=128 row_bytes=128 stride=8192
+        wait count=1
+        mma m=128 n=128 k=64 dtype=bf16
+      endloop
+      st buf=C addr=[32768*by + 256*bx] rows=128 row_bytes=256 stride=8192
+    .end
+    .launch gemm stream=0 priority=0 sms=0+132
+
+Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
+[multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [persistent]``,
+``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
+``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
+[dep=PRODUCER:all | dep=PRODUCER:NUM/DEN:LO:HI]``.
+
+Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Affine expressions are written in
+brackets: ``[c0 + c1*bx + c2*by + c3*g + c4*L0 + c5*L1 ... % m]`` (L0 = outermost loop).
+Buffers are referred to by name.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from harness.errors import CaisError
+from harness.protocol import load
+
+isa = load("isa")
+
+MNEMONIC = {
+    isa.LD: "ld", isa.ST: "st", isa.LD_REMOTE: "ld.remote", isa.ST_REMOTE: "st.remote",
+    isa.LD_CAIS: "ld.cais", isa.RED_CAIS: "red.cais", isa.MM_LD_REDUCE: "multimem.ld_reduce",
+    isa.MM_ST: "multimem.st", isa.MM_RED: "multimem.red", isa.DMA_COPY: "dma.copy",
+    isa.DMA_REDUCE: "dma.reduce", isa.MMA: "mma", isa.ALU: "alu", isa.BAR: "bar", isa.WAIT: "wait",
+    isa.FLAG_WAIT: "flag.wait", isa.FLAG_SIGNAL: "flag.signal", isa.CAIS_SYNC: "cais.sync",
+    isa.LOOP: "loop", isa.ENDLOOP: "endloop",
+}
+OPCODE = {v: k for k, v in MNEMONIC.items()}
+DTYPES = {isa.FP16: "fp16", isa.BF16: "bf16", isa.FP32: "fp32", isa.FP8: "fp8"}
+DTYPE_OF = {v: k for k, v in DTYPES.items()}
+SCOPES = {isa.LOCAL: "local", isa.REMOTE: "remote"}
+SCOPE_OF = {v: k for k, v in SCOPES.items()}
+DTYPE_BYTES = {isa.FP16: 2, isa.BF16: 2, isa.FP32: 4, isa.FP8: 1}
+
+# Scalar instruction fields in print order: text key -> proto field.
+_INT_FIELDS = [("rows", "rows"), ("row_bytes", "row_bytes"), ("stride", "row_stride"),
+               ("m", "m"), ("n", "n"), ("k", "k"), ("elements", "elements"), ("value", "value"),
+               ("count", "count")]
+_AFFINE_FIELDS = [("addr", "addr"), ("peer", "peer"), ("src_addr", "src_addr")]
+
+
+class IsaSyntaxError(CaisError):
+    def __init__(self, line_no: int, line: str, why: str):
+        super().__init__(f"isa text line {line_no}: {why}: {line.strip()!r}")
+
+
+# ---------------------------------------------------------------- affine expressions
+_TERM = re.compile(r"\s*([+-])?\s*(?:(\d+)\s*\*\s*)?(bx|by|g|L\d+|\d+)\s*")
+
+
+def affine_is_zero(a) -> bool:
+    return not (a.base or a.block_x or a.block_y or a.gpu or any(a.loop) or a.modulo)
+
+
+def format_affine(a) -> str:
+    terms: list[tuple[int, str]] = []
+    if a.base:
+        terms.append((a.base, ""))
+    for coef, var in ((a.block_x, "bx"), (a.block_y, "by"), (a.gpu, "g")):
+        if coef:
+            terms.append((coef, var))
+    for i, coef in enumerate(a.loop):
+        if coef:
+            terms.append((coef, f"L{i}"))
+    out = ""
+    for i, (coef, var) in enumerate(terms):
+        sign = "-" if coef < 0 else "+"
+        mag = abs(coef)
+        body = str(mag) if not var else (var if mag == 1 else f"{mag}*{var}")
+        out += (("-" if sign == "-" else "") if i == 0 else f" {sign} ") + body
+    if not out:
+        out = "0"
+    if a.modulo:
+        out += f" % {a.modulo}"
+    return f"[{out}]"
+
+
+def parse_affine(text: str, out) -> None:
+    """Parse '[...]' into the Affine message `out`."""
+    s = text.strip()
+    if not (s.startswith("[") and s.endswith("]")):
+        raise ValueError(f"affine expression must be in brackets: {text}")
+    s = s[1:-1]
+    out.Clear()
+    out.SetInParent()
+    if "%" in s:
+        s, mod = s.split("%", 1)
+        out.modulo = int(mod)
+    pos = 0
+    s = s.strip()
+    loops: dict[int, int] = {}
+    first = True
+    while pos < len(s):
+        m = _TERM.match(s, pos)
+        if not m or m.end() == pos or (not first and m.group(1) is None):
+            raise ValueError(f"bad affine term at '{s[pos:]}'")
+        first = False
+        pos = m.end()
+        sign = -1 if m.group(1) == "-" else 1
+        var = m.group(3)
+        if var.isdigit():
+            if m.group(2):
+                raise ValueError("constant term with coefficient")
+            out.base += sign * int(var)
+            continue
+        coef = sign * int(m.group(2) or 1)
+        if var == "bx":
+            out.block_x += coef
+        elif var == "by":
+            out.block_y += coef
+        elif var == "g":
+            out.gpu += coef
+        else:
+            idx = int(var[1:])
+            loops[idx] = loops.get(idx, 0) + coef
+    if loops:
+        out.loop.extend(loops.get(i, 0) for i in range(max(loops) + 1))
+
+
+def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] = ()) -> int:
+    v = a.base + a.block_x * bx + a.block_y * by + a.gpu * g
+    for c, l in zip(a.loop, loops):
+        v += c * l
+    return v % a.modulo if a.modulo else v
+
+
+# ---------------------------------------------------------------- instructions
+def format_instr(ins, buffers: list[str]) -> str:
+    name = MNEMONIC[ins.op] + (".async" if ins.is_async else "")
+    if ins.op == isa.LOOP:
+        return f"loop {ins.count}" + (f" ; {ins.comment}" if ins.comment else "")
+    parts = [name]
+    if ins.op in _BUFFER_OPS:
+        parts.append(f"buf={buffers[ins.buffer]}")
+    if ins.op in (isa.DMA_COPY, isa.DMA_REDUCE):
+        parts.append(f"src={buffers[ins.src_buffer]}")
+    for key, field in _AFFINE_FIELDS:
+        if ins.HasField(field):
+            parts.append(f"{key}={format_affine(getattr(ins, field))}")
+    for key, field in _INT_FIELDS:
+        v = getattr(ins, field)
+        if v:
+            parts.append(f"{key}={v}")
+    if ins.dtype:
+        parts.append(f"dtype={DTYPES[ins.dtype]}")
+    if ins.flops_per_element:
+        parts.append(f"fpe={ins.flops_per_element!r}")
+    if ins.scope:
+        parts.append(f"scope={SCOPES[ins.scope]}")
+    s = " ".join(parts)
+    return s + (f" ; {ins.comment}" if ins.comment else "")
+
+
+_BUFFER_OPS = {isa.LD, isa.ST, isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS,
+               isa.MM_LD_REDUCE, isa.MM_ST, isa.MM_RED, isa.DMA_COPY, isa.DMA_REDUCE,
+               isa.FLAG_WAIT, isa.FLAG_SIGNAL}
+_KV = re.compile(r"(\w+)=(\[[^\]]*\]|\S+)")
+
+
+def parse_instr(text: str, buffers: dict[str, int], ins) -> None:
+    body, _, comment = text.partition(";")
+    body = body.strip()
+    head, _, rest = body.partition(" ")
+    if head.endswith(".async"):
+        ins.is_async = True
+        head = head[: -len(".async")]
+    if head not in OPCODE:
+        raise ValueError(f"unknown mnemonic '{head}'")
+    ins.op = OPCODE[head]
+    if comment.strip():
+        ins.comment = comment.strip()
+    if ins.op == isa.LOOP:
+        ins.count = int(rest.strip())
+        return
+    ints = dict(_INT_FIELDS)
+    affs = dict(_AFFINE_FIELDS)
+    consumed = _KV.sub("", rest).strip()
+    if consumed:
+        raise ValueError(f"cannot parse '{consumed}'")
+    for key, val in _KV.findall(rest):
+        if key == "buf":
+            ins.buffer = _buffer(buffers, val)
+        elif key == "src":
+            ins.src_buffer = _buffer(buffers, val)
+        elif key in affs:
+            parse_affine(val, getattr(ins, affs[key]))
+        elif key in ints:
+            setattr(ins, ints[key], int(val))
+        elif key == "dtype":
+            ins.dtype = DTYPE_OF[val]
+        elif key == "fpe":
+            ins.flops_per_element = float(val)
+        elif key == "scope":
+            ins.scope = SCOPE_OF[val]
+        else:
+            raise ValueError(f"unknown operand '{key}'")
+
+
+def _buffer(buffers: dict[str, int], name: str) -> int:
+    if name not in buffers:
+        raise ValueError(f"unknown buffer '{name}'")
+    return buffers[name]
+
+
+# ---------------------------------------------------------------- whole workloads
+def _opts(tokens: list[str]) -> tuple[dict[str, str], set[str]]:
+    kv, flags = {}, set()
+    for t in tokens:
+        if "=" in t:
+            k, v = t.split("=", 1)
+            kv[k] = v
+        else:
+            flags.add(t)
+    return kv, flags
+
+
+def parse(text: str):
+    """Parse the text form into an isa.Workload message."""
+    wl = isa.Workload()
+    buffers: dict[str, int] = {}
+    kernels: dict[str, int] = {}
+    kernel = None
+    depth = 0
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#") or s.startswith("//"):
+            continue
+        try:
+            if s.startswith("."):
+                toks = shlex.split(s.split(";")[0])
+                d, args = toks[0], toks[1:]
+                if d == ".workload":
+                    wl.name = args[0]
+                    kv, flags = _opts(args[1:])
+                    wl.num_gpus = int(kv.get("gpus", 1))
+                    wl.functional = "functional" in flags
+                elif d == ".buffer":
+                    kv, flags = _opts(args[1:])
+                    b = wl.buffers.add(name=args[0], bytes=int(kv["bytes"]))
+                    if "dtype" in kv:
+                        b.dtype = DTYPE_OF[kv["dtype"]]
+                    b.multicast = "multicast" in flags
+                    b.l2_resident = "l2_resident" in flags
+                    buffers[args[0]] = len(wl.buffers) - 1
+                elif d == ".kernel":
+                    kv, flags = _opts(args[1:])
+                    kernel = wl.kernels.add(name=args[0])
+                    gx, _, gy = kv.get("grid", "1x1").partition("x")
+                    kernel.grid_x, kernel.grid_y = int(gx), int(gy or 1)
+                    kernel.threads_per_block = int(kv.get("threads", 128))
+                    kernel.regs_per_thread = int(kv.get("regs", 32))
+                    kernel.smem_bytes = int(kv.get("smem", 0))
+                    kernel.persistent = "persistent" in flags
+                    kernels[args[0]] = len(wl.kernels) - 1
+                    depth = 0
+                elif d == ".cais":
+                    if kernel is None:
+                        raise ValueError(".cais outside a kernel")
+                    kv, flags = _opts(args)
+                    c = kernel.cais
+                    c.enabled = True
+                    c.group_base = int(kv.get("group_base", 0))
+                    c.num_gpus = int(kv.get("gpus", 0))
+                    c.first_gpu = int(kv.get("first", 0))
+                    c.pre_launch_sync = "prelaunch" in flags
+                    c.pre_access_sync = "preaccess" in flags
+                elif d == ".end":
+                    if depth:
+                        raise ValueError("loop not closed before .end")
+                    kernel = None
+                elif d == ".launch":
+                    kv, _ = _opts(args[1:])
+                    la = wl.launches.add(kernel=kernels[args[0]])
+                    if "gpus" in kv:
+                        la.gpus.extend(int(x) for x in kv["gpus"].split(","))
+                    la.stream = int(kv.get("stream", 0))
+                    la.priority = int(kv.get("priority", 0))
+                    if "sms" in kv:
+                        f, _, c = kv["sms"].partition("+")
+                        la.sm_first, la.sm_count = int(f), int(c)
+                    if "after" in kv:
+                        la.after.extend(int(x) for x in kv["after"].split(","))
+                    la.start_ns = float(kv.get("start_ns", 0))
+                    for dep in [t.split("=", 1)[1] for t in args[1:] if t.startswith("dep=")]:
+                        parts = dep.split(":")
+                        dd = la.deps.add(producer=kernels[parts[0]])
+                        if parts[1] == "all":
+                            dd.all_blocks = True
+                        else:
+                            num, _, den = parts[1].partition("/")
+                            dd.scale_num, dd.scale_den = int(num), int(den)
+                            dd.lo, dd.hi = int(parts[2]), int(parts[3])
+                else:
+                    raise ValueError(f"unknown directive {d}")
+            else:
+                if kernel is None:
+                    raise ValueError("instruction outside a kernel")
+                ins = kernel.program.add()
+                parse_instr(s, buffers, ins)
+                depth += 1 if ins.op == isa.LOOP else -1 if ins.op == isa.ENDLOOP else 0
+                if depth < 0:
+                    raise ValueError("endloop without loop")
+        except (ValueError, KeyError, IndexError) as e:
+            raise IsaSyntaxError(no, line, str(e)) from None
+    return wl
+
+
+def format(wl) -> str:  # noqa: A001 - mirrors parse
+    """Print an isa.Workload in the text form (parse(format(w)) == w)."""
+    names = [b.name for b in wl.buffers]
+    knames = [k.name for k in wl.kernels]
+    out = [f".workload {wl.name or 'unnamed'} gpus={wl.num_gpus}" + (" functional" if wl.functional else "")]
+    for b in wl.buffers:
+        s = f".buffer {b.name} bytes={b.bytes}"
+        if b.dtype:
+            s += f" dtype={DTYPES[b.dtype]}"
+        s += " multicast" * b.multicast + " l2_resident" * b.l2_resident
+        out.append(s)
+    for k in wl.kernels:
+        out.append(f".kernel {k.name} grid={k.grid_x}x{k.grid_y} threads={k.threads_per_block} "
+                   f"regs={k.regs_per_thread} smem={k.smem_bytes}" + (" persistent" if k.persistent else ""))
+        if k.cais.enabled:
+            c = k.cais
+            out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"
+                       + " prelaunch" * c.pre_launch_sync + " preaccess" * c.pre_access_sync)
+        depth = 1
+        for ins in k.program:
+            if ins.op == isa.ENDLOOP:
+                depth -= 1
+            out.append("  " * depth + format_instr(ins, names))
+            if ins.op == isa.LOOP:
+                depth += 1
+        out.append(".end")
+    for la in wl.launches:
+        s = f".launch {knames[la.kernel]}"
+        if la.gpus:
+            s += " gpus=" + ",".join(map(str, la.gpus))
+        s += f" stream={la.stream} priority={la.priority}"
+        if la.sm_count:
+            s += f" sms={la.sm_first}+{la.sm_count}"
+        if la.after:
+            s += " after=" + ",".join(map(str, la.after))
+        if la.start_ns:
+            s += f" start_ns={la.start_ns!r}"
+        for d in la.deps:
+            if d.all_blocks:
+                s += f" dep={knames[d.producer]}:all"
+            else:
+                s += f" dep={knames[d.producer]}:{d.scale_num}/{d.scale_den}:{d.lo}:{d.hi}"
+        out.append(s)
+    return "\n".join(out) + "\n"

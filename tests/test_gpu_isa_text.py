@@ -1,0 +1,61 @@
+"""Tile ISA text form: parse + print round trip, affine evaluation, errors."""
+import pytest
+
+from harness.gpu import isa_text as t
+
+SRC = """
+.workload demo gpus=8
+.buffer A bytes=33554432 dtype=bf16
+.buffer C bytes=1024 multicast
+.kernel gemm grid=32x4 threads=256 regs=168 smem=131072
+  .cais group_base=10 gpus=8 first=0 prelaunch preaccess
+  loop 64 ; k loop
+    ld.async buf=A addr=[16384*bx - 128*L0 + 5] rows=128 row_bytes=128 stride=8192
+    ld.cais buf=A addr=[bx + L0] peer=[g + 1 % 8] rows=1 row_bytes=4096
+    wait count=1
+    mma m=128 n=128 k=64 dtype=bf16
+  endloop
+  alu elements=100 fpe=2.5
+  red.cais buf=A addr=[0] peer=[0] rows=1 row_bytes=128
+  multimem.red buf=C addr=[128*bx] row_bytes=128 rows=1
+  dma.copy buf=A src=A src_addr=[4096*g] peer=[g + 1 % 8] rows=1 row_bytes=4096
+  flag.signal buf=C addr=[8*bx] value=1 scope=remote peer=[3]
+  flag.wait buf=C addr=[8*bx] value=8
+  cais.sync
+  bar
+.end
+.launch gemm stream=0 priority=1 sms=0+66 dep=gemm:all
+.launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=gemm:1/2:0:1 start_ns=3.5
+"""
+
+
+def test_round_trip():
+    w = t.parse(SRC)
+    text = t.format(w)
+    assert t.parse(text) == w
+    assert t.format(t.parse(text)) == text
+    k = w.kernels[0]
+    assert k.program[0].op == t.isa.LOOP and k.program[0].count == 64
+    assert k.program[1].is_async and k.program[1].rows == 128
+    assert k.cais.enabled and k.cais.pre_launch_sync and k.cais.num_gpus == 8
+    assert w.launches[1].deps[0].scale_den == 2
+
+
+def test_affine_eval_and_invariance():
+    w = t.parse(SRC)
+    ld = w.kernels[0].program[1]
+    assert t.eval_affine(ld.addr, bx=2, loops=(3,)) == 5 + 2 * 16384 - 3 * 128
+    assert ld.addr.gpu == 0  # GPU-invariant: a .cais candidate
+    peer = w.kernels[0].program[2].peer
+    assert [t.eval_affine(peer, g=g) for g in range(8)] == [1, 2, 3, 4, 5, 6, 7, 0]
+
+
+@pytest.mark.parametrize("bad", [
+    ".workload x\n.kernel k grid=1x1\n  frob buf=A\n.end",
+    ".workload x\n.kernel k grid=1x1\n  ld buf=Nope\n.end",
+    ".workload x\n.kernel k grid=1x1\n  endloop\n.end",
+    ".workload x\n.buffer A bytes=8\n.kernel k grid=1x1\n  ld buf=A addr=[3*q]\n.end",
+])
+def test_errors_name_the_line(bad):
+    with pytest.raises(t.IsaSyntaxError, match="line"):
+        t.parse(bad)
