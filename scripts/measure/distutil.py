@@ -48,8 +48,19 @@ def init(rank: int, nprocs: int, cuda: bool):
     return dist
 
 
-def time_iters(fn, warmup: int, iters: int, cuda: bool):
-    """Per-iteration times in microseconds (CUDA events on the current stream, or host clock)."""
+SLEEP_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep (H100/H200 boost ~1.98 GHz)
+
+
+def time_iters(fn, warmup: int, iters: int, cuda: bool, host_ahead: bool = True):
+    """Per-iteration times in microseconds (CUDA events on the current stream, or host clock).
+
+    host_ahead: before the timed loop, queue a GPU sleep long enough (1.5x the measured host
+    enqueue time of all timed iterations, at most 0.25 s) for the host to queue every timed
+    iteration before the GPU reaches the first one. The events then time GPU execution of
+    back-to-back iterations, without host launch overhead (PyTorch's per-collective host cost
+    is tens of microseconds, comparable to small collectives). host_ahead=False times
+    iterations as the host issues them (launch overhead included when the GPU is idle).
+    """
     import torch
     for _ in range(warmup):
         fn()
@@ -61,8 +72,18 @@ def time_iters(fn, warmup: int, iters: int, cuda: bool):
             ts.append((time.perf_counter() - t0) * 1e6)
         return ts
     torch.cuda.synchronize()
+    sleep_s = 0.0
+    if host_ahead:
+        t0 = time.perf_counter()
+        for _ in range(2):  # host enqueue cost per iteration (untimed calls)
+            fn()
+        h = (time.perf_counter() - t0) / 2
+        torch.cuda.synchronize()
+        sleep_s = min(0.25, 1.5 * iters * h + 1e-3)
     st = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     en = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    if sleep_s > 0:
+        torch.cuda._sleep(int(sleep_s * SLEEP_HZ))
     for i in range(iters):
         st[i].record()
         fn()

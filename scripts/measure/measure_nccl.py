@@ -16,8 +16,10 @@ Conventions -- exactly nccl-tests' (all_reduce_perf / all_gather_perf / reduce_s
              all_gather:     total OUTPUT bytes = per-rank send bytes * n   (out of place)
              reduce_scatter: total INPUT bytes  = per-rank recv bytes * n   (out of place)
   time   = per rank: CUDA events around each of `iters` back-to-back calls on the current
-           stream (after `warmup` untimed calls); the median per rank; then the MAX over ranks
-           (an all_reduce(MAX) of the per-rank medians). nccl-tests averages a timed loop
+           stream (after `warmup` untimed calls; a GPU sleep is queued first so the host has
+           queued all timed calls before the GPU reaches them -- GPU time without PyTorch's
+           host launch overhead; --no-host-ahead disables that); the median per rank; then
+           the MAX over ranks (an all_reduce(MAX) of the per-rank medians). nccl-tests averages a timed loop
            instead; that loop average (also max over ranks) is printed in the log as `loop_us`.
   algbw  = bytes / time                                    [GB/s, 1 GB = 1e9 bytes]
   busbw  = algbw * 2*(n-1)/n   for all_reduce
@@ -121,6 +123,7 @@ def worker(rank, n, args):
         gpu, nccl_version = "cpu-smoke", "gloo"
     algo = os.environ.get("NCCL_ALGO", "default").lower()
     log = lambda *a: distutil.log0(rank, *a)  # noqa: E731
+    log(f"timing: host_ahead={not args.no_host_ahead}")
     log(f"world={n} gpu={gpu} nccl={nccl_version} torch={torch.__version__}")
     log("env: " + " ".join(f"{k}={os.environ.get(k)}" for k in
                            ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
@@ -155,7 +158,7 @@ def worker(rank, n, args):
                         f"skipping this and larger sizes")
                     break
             fn, keep = make_op(op, nbytes, n, dev, dist)
-            ts = distutil.time_iters(fn, warm, iters, cuda)
+            ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead)
             loop = sum(ts) / len(ts)
             us, loop_us = distutil.max_over_ranks([median(ts), loop], dist, cuda)
             del fn, keep
@@ -188,6 +191,9 @@ def main():
     ap.add_argument("--iters-small", type=int, default=50, help="<= 64 MiB")
     ap.add_argument("--iters-mid", type=int, default=20, help="<= 1 GiB")
     ap.add_argument("--iters-big", type=int, default=10, help="> 1 GiB")
+    ap.add_argument("--no-host-ahead", action="store_true",
+                    help="time iterations as the host issues them (no GPU sleep queued first; "
+                         "host launch overhead then counts when the GPU is idle)")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
     if args.algo:

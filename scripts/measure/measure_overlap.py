@@ -8,7 +8,10 @@ The per-GPU GEMM shape is the TP=8 one whatever --gpus is (on 4 GPUs the all-red
 ranks, not 8).
 
 Per shape, per rank (CUDA events on the current stream, `--warmup` untimed then the median of
-`--iters` timed iterations; the CSV holds the MAX over ranks of each per-rank median):
+`--iters` timed iterations, with a GPU sleep queued first so that the host has queued all timed
+iterations before the GPU starts them: GPU time without host launch overhead, see
+distutil.time_iters; --no-host-ahead disables it; the CSV holds the MAX over ranks of each
+per-rank median):
   gemm_us       the GEMM alone
   allreduce_us  all_reduce of the [M,N] output alone
   serial_us     GEMM then all_reduce, one after the other
@@ -50,6 +53,7 @@ def worker(rank, n, args):
     dev = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
     dtype = torch.bfloat16
     log = lambda *a: distutil.log0(rank, *a)  # noqa: E731
+    log(f"timing: host_ahead={not args.no_host_ahead}")
     log(f"overlap: world={n} torch={torch.__version__} NCCL_ALGO={os.environ.get('NCCL_ALGO')} "
         f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}")
     scale = 1 if cuda else 64
@@ -109,11 +113,11 @@ def worker(rank, n, args):
         if not err < 1e-2:
             raise RuntimeError(f"{name}: overlapped result differs from serial: rel err {err}")
 
-        w_, it = args.warmup, args.iters
-        g = distutil.time_iters(gemm, w_, it, cuda)
-        a = distutil.time_iters(allreduce, w_, it, cuda)
-        s = distutil.time_iters(serial, w_, it, cuda)
-        ovs = [distutil.time_iters(make_overlap(c), w_, it, cuda) for c in chunk_list]
+        w_, it, ha = args.warmup, args.iters, not args.no_host_ahead
+        g = distutil.time_iters(gemm, w_, it, cuda, ha)
+        a = distutil.time_iters(allreduce, w_, it, cuda, ha)
+        s = distutil.time_iters(serial, w_, it, cuda, ha)
+        ovs = [distutil.time_iters(make_overlap(c), w_, it, cuda, ha) for c in chunk_list]
         vals = distutil.max_over_ranks([median(g), median(a), median(s)] + [median(o) for o in ovs],
                                        dist, cuda)
         gm, am, sm, ovm = vals[0], vals[1], vals[2], vals[3:]
@@ -141,6 +145,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--algo", default="Ring")
+    ap.add_argument("--no-host-ahead", action="store_true",
+                    help="time iterations as the host issues them (no GPU sleep queued first; "
+                         "host launch overhead then counts when the GPU is idle)")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
     if args.algo:
