@@ -24,8 +24,8 @@ SRC = """
   cais.sync
   bar
 .end
-.launch gemm stream=0 priority=1 sms=0+66 dep=gemm:all
-.launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=gemm:1/2:0:1 start_ns=3.5
+.launch gemm stream=0 priority=1 sms=0+66
+.launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=0:1/2:0:1 dep=0:all start_ns=3.5
 """
 
 

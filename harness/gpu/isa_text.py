@@ -18,7 +18,7 @@ Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtyp
 [multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [persistent]``,
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
-[dep=PRODUCER:all | dep=PRODUCER:NUM/DEN:LO:HI]``.
+[dep=LAUNCH:all | dep=LAUNCH:NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch).
 
 Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Affine expressions are written in
 brackets: ``[c0 + c1*bx + c2*by + c3*g + c4*L0 + c5*L1 ... % m]`` (L0 = outermost loop).
@@ -300,7 +300,7 @@ def parse(text: str):
                     la.start_ns = float(kv.get("start_ns", 0))
                     for dep in [t.split("=", 1)[1] for t in args[1:] if t.startswith("dep=")]:
                         parts = dep.split(":")
-                        dd = la.deps.add(producer=kernels[parts[0]])
+                        dd = la.deps.add(producer=int(parts[0]))
                         if parts[1] == "all":
                             dd.all_blocks = True
                         else:
@@ -361,8 +361,8 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
             s += f" start_ns={la.start_ns!r}"
         for d in la.deps:
             if d.all_blocks:
-                s += f" dep={knames[d.producer]}:all"
+                s += f" dep={d.producer}:all"
             else:
-                s += f" dep={knames[d.producer]}:{d.scale_num}/{d.scale_den}:{d.lo}:{d.hi}"
+                s += f" dep={d.producer}:{d.scale_num}/{d.scale_den}:{d.lo}:{d.hi}"
         out.append(s)
     return "\n".join(out) + "\n"

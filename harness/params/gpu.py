@@ -1,0 +1,123 @@
+"""Parameters of the Hopper GPU engine (``host.gpu_model: hopper``), keys ``gpu.<field>``.
+
+Defaults describe one H100 SXM5 80 GB (132 SMs). The half-scale system of the CAIS paper
+(Sec IV-B) is the same GPU with ``gpu.num_sms: 66``. The fields between the CALIBRATED markers
+are fitted once, for all kernel shapes together, by ``scripts/calibrate_gpu.py`` against the
+measured cuBLAS/PyTorch kernels in ``harness/data/measured/h100_kernels.csv``; the script
+rewrites them and records its command and error in ``harness/data/calibration/h100.json``.
+
+Sources of the fixed values: NVIDIA H100 Tensor Core GPU Architecture whitepaper (SM counts,
+4096 dense FP16/BF16 tensor FLOP per clock per SM = 989 TFLOPS at 1830 MHz x 132 SMs, 50 MB
+L2, 3.35 TB/s HBM3, 228 KB shared memory per SM, 64K registers, 2048 threads, 32 blocks);
+Chips and Cheese "Nvidia's H100: Funny L2, and Tons of Bandwidth" (2023) for L2 bandwidth
+(~5.5 TB/s) and latencies (L2 ~260 cycles, HBM ~480-500 ns).
+
+``ACCEL_SIM_ALIASES`` maps Accel-Sim / GPGPU-Sim option names to these fields, and
+:func:`from_accelsim` reads a ``gpgpusim.config`` so users can bring their Accel-Sim config.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+@dataclass
+class GpuParams:
+    """One Hopper GPU: SMs, tensor cores, L2, HBM, thread-block scheduler, NVLink hub."""
+
+    num_sms: int = 132
+    """Streaming multiprocessors (66 for the paper's half-scale system)."""
+    clock_mhz: float = 1830.0
+    """SM clock (the clock NVIDIA's peak tensor FLOP figures assume)."""
+    tc_flops_per_cycle_per_sm: int = 4096
+    """Dense FP16/BF16 tensor-core FLOP per clock per SM (FP8 x2, FP32/TF32 x0.5)."""
+    alu_flops_per_cycle_per_sm: int = 256
+    """FP32 CUDA-core FLOP per clock per SM (128 lanes x FMA), used by ``alu``."""
+    max_blocks_per_sm: int = 32
+    """Resident thread blocks per SM."""
+    max_threads_per_sm: int = 2048
+    """Resident threads per SM."""
+    regs_per_sm: int = 65536
+    """32-bit registers per SM."""
+    smem_per_sm_kb: float = 228.0
+    """Shared memory per SM available to blocks (KB)."""
+    l2_size_mb: float = 50.0
+    """L2 capacity; tiles loaded within a kernel stay resident up to this many bytes (FIFO)."""
+    l2_bw_gbps: float = 5500.0
+    """L2 bandwidth shared by all SMs (GB/s)."""
+    l2_latency_ns: float = 150.0
+    """L2 hit latency."""
+    sm_l2_bytes_per_cycle: float = 64.0
+    """Bandwidth of one SM's port to L2 (bytes per SM clock)."""
+    hbm_bw_gbps: float = 3350.0
+    """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
+    hbm_latency_ns: float = 500.0
+    """Extra latency of an L2 miss served by HBM."""
+    max_outstanding_per_sm: int = 256
+    """Remote (NVLink) requests one SM keeps in flight before it stalls."""
+    dma_max_outstanding: int = 512
+    """Remote requests the copy engine keeps in flight."""
+    max_packet_bytes: int = 128
+    """Largest NVLink packet payload; 32 B sectors of one line coalesce into one packet."""
+    launch_skew_ns: float = 1000.0
+    """Uniform random delay [0, x) added per GPU to each launch: host launch skew across GPUs
+    (separate processes enqueueing kernels; order of a microsecond). Seeded (seed, GPU)."""
+    block_jitter_frac: float = 0.02
+    """Relative standard deviation of each block's compute time (seeded, per block)."""
+    # BEGIN CALIBRATED (scripts/calibrate_gpu.py rewrites this block)
+    tc_efficiency: float = 0.80
+    """Fraction of peak tensor-core rate an mma reaches inside a K loop (fitted)."""
+    hbm_efficiency: float = 0.80
+    """Fraction of peak HBM bandwidth reachable (fitted)."""
+    tb_overhead_ns: float = 1000.0
+    """Fixed cost of one thread block: dispatch, prologue, epilogue (fitted)."""
+    kernel_launch_ns: float = 3000.0
+    """From launch to first block dispatch, and between kernels of one stream (fitted)."""
+    # END CALIBRATED
+
+
+GROUPS = {"gpu": GpuParams}
+
+# Accel-Sim / GPGPU-Sim option -> (field, how to convert the option's value).
+ACCEL_SIM_ALIASES = {
+    "gpgpu_n_clusters": ("num_sms", int),  # with gpgpu_n_cores_per_cluster 1 (Accel-Sim's H100 config)
+    "gpgpu_clock_domains": ("clock_mhz", lambda v: float(str(v).split(":")[0])),
+    "gpgpu_shader_cta": ("max_blocks_per_sm", int),
+    "gpgpu_shader_core_pipeline": ("max_threads_per_sm", lambda v: int(str(v).split(":")[0])),
+    "gpgpu_shader_registers": ("regs_per_sm", int),
+    "gpgpu_shmem_size": ("smem_per_sm_kb", lambda v: int(v) / 1024.0),
+    "gpgpu_shmem_per_block": (None, None),  # per-block limit: taken from the kernel instead
+}
+
+
+def from_accelsim(text: str) -> dict[str, object]:
+    """``gpu.<field>`` overrides from an Accel-Sim ``gpgpusim.config`` (options we model)."""
+    out: dict[str, object] = {}
+    clusters, cores = None, 1
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        m = re.match(r"-(\w+)\s+(\S+)", line)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2)
+        if key == "gpgpu_n_cores_per_cluster":
+            cores = int(value)
+            continue
+        if key == "gpgpu_n_clusters":
+            clusters = int(value)
+            continue
+        alias = ACCEL_SIM_ALIASES.get(key)
+        if alias and alias[0]:
+            out[f"gpu.{alias[0]}"] = alias[1](value)
+    if clusters is not None:
+        out["gpu.num_sms"] = clusters * cores
+    return out
+
+
+def defaults() -> dict[str, object]:
+    """Flat ``gpu.*`` keys with their default values (what a standalone run sends)."""
+    return {f"gpu.{f.name}": f.default for f in fields(GpuParams)}
+
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "calibration" / "h100.json"
