@@ -105,8 +105,8 @@ def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
 def _dataclass_for(name: str, spec: dict[str, Any]) -> type:
     """A dataclass for one node of the tree: its own fields plus nested groups."""
     base = spec.get("__cls__")
-    extra = [(k, _dataclass_for(k, v), field(default_factory=_dataclass_for(k, v)))
-             for k, v in spec.items() if k != "__cls__"]
+    nested = {k: _dataclass_for(k, v) for k, v in spec.items() if k != "__cls__"}  # one class each
+    extra = [(k, cls, field(default_factory=cls)) for k, cls in nested.items()]
     if base is not None and not extra:
         return base
     bases = (base,) if base is not None else ()
@@ -116,7 +116,8 @@ def _dataclass_for(name: str, spec: dict[str, Any]) -> type:
 def build_root() -> type:
     groups = discover()
     tree = _group_tree(groups)
-    param_fields = [(k, _dataclass_for(k, v), field(default_factory=_dataclass_for(k, v))) for k, v in tree.items()]
+    param_classes = {k: _dataclass_for(k, v) for k, v in tree.items()}
+    param_fields = [(k, cls, field(default_factory=cls)) for k, cls in param_classes.items()]
     fixed = [
         ("task", str, field(default="simulate")),
         ("seed", int, field(default=0)),

@@ -1,0 +1,174 @@
+// The CAIS merge unit (HPCA'26 CAIS, III-A2..4 and III-B2), as switch feature "cais_merge".
+//
+// Tables. One merge table per switch port (scope "port", the paper's 40 KB / 320 entries per
+// port) or one per switch (scope "switch"). A request belongs to the table of the port that
+// leads to its home/owner GPU (`dst`; switch port g connects to GPU g), because that is the
+// one place where every request for one address, from any input port, and the owner's
+// response meet. Each table is a CAM keyed by (address, kind = load | reduction) plus a
+// merging table; an entry costs one entry slot and its line's bytes (loads: the bytes asked
+// for, `count` of the CAIS_LD_REQ; reductions: the payload), both bounded per table.
+//
+// Loads (CAIS_LD_REQ, aux = participating GPUs P; the owner holds the data, so P-1 requesters):
+//   miss     allocate an entry in Load-Wait (count = 1), forward the request to the owner;
+//   hit      Load-Wait: keep the requester for a deferred response; Load-Ready: answer at once
+//            from the cached line; either way count += 1;
+//   fill     the owner's CAIS_LD_RESP to the first requester (matched by requester and tag)
+//            caches the line (Load-Ready), goes on to the first requester, and every deferred
+//            requester gets its own copy;
+//   release  when count == P-1 and the line is there.
+// Reductions (CAIS_RED, aux = P, count = contributions already merged, values in functional
+// mode): contributions are summed in the entry; when P-1 contributions are in, one CAIS_RED
+// carrying the sum goes to the home GPU `dst` with count = contributions, and the entry is
+// released. A home GPU completes an address when the counts it received add up to P-1.
+// Eviction (a new entry does not fit): the least recently used entry of the table is the
+// victim; a reduction victim is flushed (its partial sum goes to the home GPU with its
+// count), a Load-Ready victim is dropped, and a Load-Wait victim cannot go before its data
+// arrives: it is marked to be evicted on fill and the arriving request bypasses the unit (it
+// is forwarded unmerged, allocating nothing, evicting nothing more). Requests of a dropped
+// load entry simply miss later and fetch again.
+// Timeout: every entry has a timer since its last access (request, hit or fill); when it runs
+// out the entry is evicted by the same rules. A Load-Wait entry does not time out (its fill
+// is an access and re-arms the timer). Timers are scheduled with SwitchContext::schedule_timer
+// (one pending timer per entry, re-armed lazily when it fires early), never polled.
+// Throttling (III-B2, "TB-aware request throttling"): per (TB group, GPU) the unit counts the
+// live entries the GPU has joined that are still waiting for peers. When that count exceeds
+// throttle_ahead_entries the GPU is running ahead of its peers in that group: it gets a
+// THROTTLE (group, aux = 1); when the count falls to throttle_resume_entries or below (its
+// entries complete as peers catch up, or are evicted / time out) it gets THROTTLE aux = 0.
+// Because every entry ends (completion, eviction or timeout), every throttle is lifted.
+// A GPU honours a throttle per (switch = THROTTLE.src, group) and issues no new mergeable
+// request of that group while any switch throttles it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cais/net/feature_util.h"
+#include "cais/net/switch_feature.h"
+#include "cais/stats.h"
+
+namespace cais::net {
+
+struct CaisMergeConfig {
+  enum class Scope { kPort, kSwitch };
+  Scope scope = Scope::kPort;
+  std::uint64_t table_bytes = 0;
+  std::uint32_t table_entries = 0;
+  TimePs timeout_ps = 0;
+  TimePs lookup_delay_ps = 0;
+  bool throttle = false;
+  std::uint32_t throttle_ahead_entries = 0;
+  std::uint32_t throttle_resume_entries = 0;
+  PacketShape shape;
+  // Reads net.cais_merge.* (and the router's net.flit_bytes / net.header_flits).
+  static CaisMergeConfig from_params(const Params& p);
+};
+
+struct MergeTableStats {
+  std::uint64_t hits = 0, misses = 0, evictions = 0, timeouts = 0, bypasses = 0;
+  std::uint64_t deferred_evictions = 0;  // Load-Wait victims marked to go on fill
+  std::uint64_t completions = 0;         // entries released complete (P-1 merged)
+  std::uint64_t partial_flushes = 0;     // reduction sums written before P-1 (evict/timeout)
+  std::uint64_t merged_writes = 0;       // CAIS_RED written to home GPUs by this table
+  std::uint64_t bytes_saved = 0;         // payload bytes that crossed no GPU link thanks to merging
+  std::uint64_t live_bytes = 0, live_entries = 0;
+  std::uint64_t high_water_bytes = 0, high_water_entries = 0;
+  Histogram wait_ns;  // per address: first to last request of an entry's life
+};
+
+class CaisMergeUnit : public SwitchFeature {
+ public:
+  CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports, std::uint32_t feature_index,
+                std::uint32_t switch_node);
+
+  Verdict on_arrival(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) override;
+  void on_timer(SwitchContext& ctx, std::uint64_t arg) override;
+  void register_stats(StatsRegistry& reg, const std::string& prefix) const override;
+  void check_drained() const override;
+  bool idle() const override { return live_ == 0; }
+
+  // ---- inspection
+  std::uint32_t num_tables() const { return static_cast<std::uint32_t>(tables_.size()); }
+  std::uint32_t table_of(std::uint32_t home) const;
+  const MergeTableStats& table_stats(std::uint32_t t) const { return tables_[t].st; }
+  MergeTableStats totals() const;  // histogram not merged (left empty)
+  std::size_t live_entries() const { return live_; }
+  std::uint64_t throttles_sent() const { return throttles_sent_; }
+  std::uint64_t unthrottles_sent() const { return unthrottles_sent_; }
+  // Live entries GPU `gpu` has joined in `group` that wait for peers.
+  std::uint32_t ahead(std::uint32_t group, std::uint32_t gpu) const;
+
+ private:
+  enum class State : std::uint8_t { kFree, kLoadWait, kLoadReady, kReduction };
+  struct Waiter {
+    std::uint32_t src = 0, in_port = 0;
+    std::uint64_t tag = 0;
+    TimePs inject_ps = 0;
+  };
+  struct Entry {
+    State state = State::kFree;
+    bool timer_pending = false;
+    bool evict_on_fill = false;
+    std::uint32_t gen = 0;
+    std::uint32_t table = 0;
+    std::int32_t prev = -1, next = -1;  // LRU list of the table
+    std::uint64_t addr = 0;
+    std::uint32_t home = 0;          // owner (loads) / home GPU (reductions) = request dst
+    std::uint32_t participants = 0;  // P
+    std::uint32_t count = 0;         // loads: requests merged; reductions: contributions
+    std::uint32_t packets = 0;       // request packets absorbed (bytes-saved accounting)
+    std::uint32_t group = 0;
+    std::uint32_t line_bytes = 0;    // bytes charged to the table
+    std::uint32_t payload_bytes = 0; // data bytes (response / sum)
+    std::uint32_t first_src = 0, first_in_port = 0, data_src = 0;
+    std::uint64_t first_tag = 0;
+    TimePs first_inject_ps = 0;
+    TimePs first_req_ps = 0, last_req_ps = 0, last_access_ps = 0;
+    std::vector<Waiter> waiters;
+    std::vector<double> values;
+    std::vector<std::uint32_t> members;  // GPUs that joined (throttle accounting)
+  };
+  struct Table {
+    std::int32_t head = -1, tail = -1;  // head = least recently used
+    MergeTableStats st;
+  };
+  enum class Kind : std::uint64_t { kLoad = 0, kReduction = 1 };
+
+  Verdict on_load_req(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+  Verdict on_load_resp(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+  Verdict on_reduction(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+
+  std::int32_t find(std::uint64_t addr, Kind k) const;
+  // Make room for `bytes` in table t and allocate; -1 when the request must bypass.
+  std::int32_t allocate(SwitchContext& ctx, std::uint32_t t, std::uint64_t addr, Kind k,
+                        std::uint32_t bytes);
+  void release(SwitchContext& ctx, std::int32_t idx);  // frees the slot (no packets sent)
+  void evict(SwitchContext& ctx, std::int32_t idx, bool timeout);
+  void flush_reduction(SwitchContext& ctx, std::int32_t idx, bool complete);
+  void answer(SwitchContext& ctx, const Entry& e, const Waiter& w);
+  void touch(std::int32_t idx);
+  void unlink(std::int32_t idx);
+  void arm_timer(SwitchContext& ctx, std::int32_t idx);
+  void join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::uint32_t in_port);
+  void leave_all(SwitchContext& ctx, Entry& e);
+  void send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
+                     std::uint32_t in_port);
+  void forward(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+
+  CaisMergeConfig cfg_;
+  std::uint32_t num_ports_, feature_index_, node_;
+  std::vector<Table> tables_;
+  std::vector<Entry> entries_;
+  std::vector<std::int32_t> free_;
+  std::unordered_map<PairKey, std::int32_t, PairKeyHash> cam_;
+  std::size_t live_ = 0;
+  struct Ahead {
+    std::uint32_t n = 0;
+    bool throttled = false;
+  };
+  std::unordered_map<PairKey, Ahead, PairKeyHash> ahead_;  // (group, gpu)
+  std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
+};
+
+}  // namespace cais::net

@@ -1,0 +1,58 @@
+// Small helpers shared by the switch features (NVLS, CAIS merge unit, group sync).
+//
+// Packet conventions the features rely on (beyond docs/CONTRACTS.md), in one place:
+//   - A packet a feature creates carries origin = the switch's node id, so that GPUs and later
+//     features can tell switch-generated traffic from requests.
+//   - Requests that ask for data and use `aux` for the group size (CAIS_LD_REQ,
+//     MM_LD_REDUCE_REQ) carry the bytes they ask for in `count` (plain READ_REQ uses `aux`).
+//   - Tags with bit 63 set are reserved for reads a switch generates (NVLS ld_reduce); GPUs
+//     must not use them for their own requests.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "cais/errors.h"
+#include "cais/packet.h"
+#include "cais/params.h"
+#include "cais/routing.h"
+#include "cais/time.h"
+
+namespace cais::net {
+
+inline constexpr std::uint64_t kSwitchTagBit = 1ull << 63;
+
+// Flit geometry of the links (the router's keys; every feature that creates packets reads them).
+struct PacketShape {
+  std::uint32_t flit_bytes = 16;
+  std::uint32_t header_flits = 1;
+  static PacketShape from_params(const Params& p) {
+    PacketShape s;
+    s.flit_bytes = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
+    s.header_flits = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
+    if (s.flit_bytes == 0) throw ConfigError("net.flit_bytes", "must be >= 1");
+    return s;
+  }
+  std::uint32_t flits(std::uint32_t payload_bytes) const {
+    return flits_for(payload_bytes, flit_bytes, header_flits);
+  }
+};
+
+// A delay given in nanoseconds, >= 0, as picoseconds.
+inline TimePs feature_delay_ps(const Params& p, const std::string& key) {
+  const double ns = p.get_double(key);
+  if (!(ns >= 0)) throw ConfigError(key, "must be >= 0 ns");
+  return ns_to_ps(ns);
+}
+
+// Hash for (a, b) keys of feature tables.
+struct PairKey {
+  std::uint64_t a = 0, b = 0;
+  bool operator==(const PairKey& o) const { return a == o.a && b == o.b; }
+};
+struct PairKeyHash {
+  std::size_t operator()(const PairKey& k) const {
+    return static_cast<std::size_t>(mix64(k.a ^ mix64(k.b)));
+  }
+};
+
+}  // namespace cais::net

@@ -1,0 +1,515 @@
+// The CAIS merge unit: load and reduction merging, LRU eviction, timeouts, throttling.
+// The rules are stated in cais/net/feature_cais_merge.h; this file follows them step by step.
+#include "cais/net/feature_cais_merge.h"
+
+#include <algorithm>
+#include <memory>
+#include <sstream>
+
+#include "cais/errors.h"
+#include "cais/params.h"
+
+namespace cais::net {
+
+CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
+  CaisMergeConfig c;
+  const std::string scope = p.get_enum("net.cais_merge.scope", {"port", "switch"});
+  c.scope = scope == "port" ? Scope::kPort : Scope::kSwitch;
+  c.table_bytes = p.get_uint("net.cais_merge.table_bytes");
+  c.table_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.table_entries"));
+  if (c.table_entries == 0) throw ConfigError("net.cais_merge.table_entries", "must be >= 1");
+  if (c.table_bytes == 0) throw ConfigError("net.cais_merge.table_bytes", "must be >= 1");
+  c.timeout_ps = ns_to_ps(p.get_positive("net.cais_merge.timeout_ns"));
+  c.lookup_delay_ps = feature_delay_ps(p, "net.cais_merge.lookup_delay_ns");
+  c.throttle = p.get_bool("net.cais_merge.throttle");
+  c.throttle_ahead_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_ahead_entries"));
+  c.throttle_resume_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_resume_entries"));
+  if (c.throttle && c.throttle_resume_entries >= c.throttle_ahead_entries)
+    throw ConfigError("net.cais_merge.throttle_resume_entries", "must be < throttle_ahead_entries");
+  c.shape = PacketShape::from_params(p);
+  return c;
+}
+
+CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports,
+                             std::uint32_t feature_index, std::uint32_t switch_node)
+    : cfg_(cfg), num_ports_(std::max<std::uint32_t>(1, num_ports)), feature_index_(feature_index),
+      node_(switch_node) {
+  const std::uint32_t tables = cfg_.scope == CaisMergeConfig::Scope::kPort ? num_ports_ : 1;
+  tables_.resize(tables);
+  // Every slot exists up front: entries never move (no reallocation on the hot path).
+  entries_.resize(static_cast<std::size_t>(tables) * cfg_.table_entries);
+  free_.reserve(entries_.size());
+  for (std::size_t i = entries_.size(); i-- > 0;) free_.push_back(static_cast<std::int32_t>(i));
+  cam_.reserve(entries_.size() * 2);
+}
+
+std::uint32_t CaisMergeUnit::table_of(std::uint32_t home) const {
+  if (tables_.size() == 1) return 0;
+  return home < num_ports_ ? home : home % num_ports_;
+}
+
+std::uint32_t CaisMergeUnit::ahead(std::uint32_t group, std::uint32_t gpu) const {
+  auto it = ahead_.find(PairKey{group, gpu});
+  return it == ahead_.end() ? 0 : it->second.n;
+}
+
+MergeTableStats CaisMergeUnit::totals() const {
+  MergeTableStats s;
+  for (const auto& t : tables_) {
+    s.hits += t.st.hits;
+    s.misses += t.st.misses;
+    s.evictions += t.st.evictions;
+    s.timeouts += t.st.timeouts;
+    s.bypasses += t.st.bypasses;
+    s.deferred_evictions += t.st.deferred_evictions;
+    s.completions += t.st.completions;
+    s.partial_flushes += t.st.partial_flushes;
+    s.merged_writes += t.st.merged_writes;
+    s.bytes_saved += t.st.bytes_saved;
+    s.live_bytes += t.st.live_bytes;
+    s.live_entries += t.st.live_entries;
+    s.high_water_bytes = std::max(s.high_water_bytes, t.st.high_water_bytes);
+    s.high_water_entries = std::max(s.high_water_entries, t.st.high_water_entries);
+  }
+  return s;
+}
+
+// ------------------------------------------------------------------ dispatch
+
+SwitchFeature::Verdict CaisMergeUnit::on_arrival(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+  const Packet& p = ctx.packet(h);
+  switch (p.type) {
+    case proto::PKT_CAIS_LD_REQ: return on_load_req(ctx, in_port, h);
+    case proto::PKT_CAIS_LD_RESP: return on_load_resp(ctx, in_port, h);
+    case proto::PKT_CAIS_RED:
+      // A merged write this switch produced is not merged again here.
+      if (p.origin == node_ && p.count > 1) return Verdict::kForward;
+      return on_reduction(ctx, in_port, h);
+    default: return Verdict::kForward;
+  }
+}
+
+void CaisMergeUnit::forward(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+  ctx.inject(h, in_port, cfg_.lookup_delay_ps);
+}
+
+// ------------------------------------------------------------------ loads
+
+SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+  Packet& p = ctx.packet(h);
+  const std::uint32_t P = p.aux;
+  if (P < 3) return Verdict::kForward;  // at most one requester: nothing to merge
+  if (p.count == 0)
+    throw InvariantError(ctx.name() + ": CAIS_LD_REQ without requested bytes (count) for addr " +
+                         std::to_string(p.addr));
+  const TimePs now = ctx.now();
+  std::int32_t idx = find(p.addr, Kind::kLoad);
+  if (idx >= 0) {
+    Entry& e = entries_[idx];
+    Table& t = tables_[e.table];
+    ++t.st.hits;
+    ++e.count;
+    ++e.packets;
+    e.last_req_ps = e.last_access_ps = now;
+    touch(idx);
+    const Waiter w{p.src, in_port, p.tag, p.inject_ps};
+    ctx.release(h);
+    join(ctx, e, w.src, in_port);
+    if (e.state == State::kLoadWait) {
+      e.waiters.push_back(w);
+      return Verdict::kConsumed;
+    }
+    answer(ctx, e, w);
+    t.st.bytes_saved += e.payload_bytes;
+    if (e.count + 1 >= e.participants) {
+      ++t.st.completions;
+      release(ctx, idx);
+    }
+    return Verdict::kConsumed;
+  }
+  const std::uint32_t tbl = table_of(p.dst);
+  ++tables_[tbl].st.misses;
+  idx = allocate(ctx, tbl, p.addr, Kind::kLoad, p.count);
+  if (idx < 0) {
+    ++tables_[tbl].st.bypasses;
+    forward(ctx, in_port, h);
+    return Verdict::kConsumed;
+  }
+  Packet& q = ctx.packet(h);  // eviction may have created packets: re-fetch
+  Entry& e = entries_[idx];
+  e.state = State::kLoadWait;
+  e.home = q.dst;
+  e.participants = P;
+  e.count = 1;
+  e.packets = 1;
+  e.group = q.group;
+  e.first_src = q.src;
+  e.first_tag = q.tag;
+  e.first_in_port = in_port;
+  e.first_inject_ps = q.inject_ps;
+  e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
+  join(ctx, e, q.src, in_port);
+  forward(ctx, in_port, h);  // the one fetch from the owner
+  return Verdict::kConsumed;
+}
+
+SwitchFeature::Verdict CaisMergeUnit::on_load_resp(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+  Packet& p = ctx.packet(h);
+  const std::int32_t idx = find(p.addr, Kind::kLoad);
+  if (idx < 0) return Verdict::kForward;  // a bypassed request's response
+  Entry& e = entries_[idx];
+  if (e.state != State::kLoadWait || p.dst != e.first_src || p.tag != e.first_tag) return Verdict::kForward;
+  Table& t = tables_[e.table];
+  // Fill: the entry's charge becomes the line actually returned.
+  t.st.live_bytes = t.st.live_bytes - e.line_bytes + p.payload_bytes;
+  t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
+  e.line_bytes = p.payload_bytes;
+  e.payload_bytes = p.payload_bytes;
+  e.data_src = p.src;
+  if (ctx.functional()) e.values.assign(p.values.begin(), p.values.end());
+  e.state = State::kLoadReady;
+  e.last_access_ps = ctx.now();
+  touch(idx);
+  forward(ctx, in_port, h);  // the fetched line goes on to the first requester
+  for (const Waiter& w : e.waiters) {
+    answer(ctx, e, w);
+    t.st.bytes_saved += e.payload_bytes;
+  }
+  e.waiters.clear();
+  if (e.count + 1 >= e.participants) {
+    ++t.st.completions;
+    release(ctx, idx);
+  } else if (e.evict_on_fill) {
+    ++t.st.evictions;
+    release(ctx, idx);
+  } else {
+    arm_timer(ctx, idx);
+  }
+  return Verdict::kConsumed;
+}
+
+void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) {
+  const PacketHandle r = ctx.new_packet();
+  Packet& q = ctx.packet(r);
+  q.type = proto::PKT_CAIS_LD_RESP;
+  q.src = e.data_src;
+  q.dst = w.src;
+  q.addr = e.addr;
+  q.tag = w.tag;
+  q.group = e.group;
+  q.aux = e.participants;
+  q.inject_ps = w.inject_ps;
+  q.origin = node_;
+  q.payload_bytes = e.payload_bytes;
+  q.flits = cfg_.shape.flits(q.payload_bytes);
+  if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
+  ctx.inject(r, w.in_port, cfg_.lookup_delay_ps);
+}
+
+// ------------------------------------------------------------------ reductions
+
+SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+  Packet& p = ctx.packet(h);
+  const std::uint32_t P = p.aux;
+  const std::uint32_t c = std::max<std::uint32_t>(1, p.count);
+  if (P < 3 || c + 1 >= P) return Verdict::kForward;  // already complete on its own
+  const TimePs now = ctx.now();
+  std::int32_t idx = find(p.addr, Kind::kReduction);
+  if (idx >= 0) {
+    Entry& e = entries_[idx];
+    Table& t = tables_[e.table];
+    ++t.st.hits;
+    if (ctx.functional()) {
+      if (p.values.size() != e.values.size())
+        throw InvariantError(ctx.name() + ": CAIS_RED to addr " + std::to_string(p.addr) + " carries " +
+                             std::to_string(p.values.size()) + " values, the entry holds " +
+                             std::to_string(e.values.size()));
+      for (std::size_t i = 0; i < e.values.size(); ++i) e.values[i] += p.values[i];
+    }
+    e.count += c;
+    ++e.packets;
+    e.last_req_ps = e.last_access_ps = now;
+    touch(idx);
+    const std::uint32_t src = p.src;
+    ctx.release(h);
+    join(ctx, e, src, in_port);
+    if (e.count + 1 >= e.participants) {
+      flush_reduction(ctx, idx, true);
+      release(ctx, idx);
+    }
+    return Verdict::kConsumed;
+  }
+  const std::uint32_t tbl = table_of(p.dst);
+  ++tables_[tbl].st.misses;
+  idx = allocate(ctx, tbl, p.addr, Kind::kReduction, p.payload_bytes);
+  if (idx < 0) {
+    ++tables_[tbl].st.bypasses;
+    forward(ctx, in_port, h);
+    return Verdict::kConsumed;
+  }
+  Packet& q = ctx.packet(h);  // eviction may have created packets: re-fetch
+  Entry& e = entries_[idx];
+  e.state = State::kReduction;
+  e.home = q.dst;
+  e.participants = P;
+  e.count = c;
+  e.packets = 1;
+  e.group = q.group;
+  e.payload_bytes = q.payload_bytes;
+  e.first_src = q.src;
+  e.first_tag = q.tag;
+  e.first_in_port = in_port;
+  e.first_inject_ps = q.inject_ps;
+  e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
+  if (ctx.functional()) e.values.assign(q.values.begin(), q.values.end());
+  const std::uint32_t src = q.src;
+  ctx.release(h);
+  join(ctx, e, src, in_port);
+  arm_timer(ctx, idx);
+  return Verdict::kConsumed;
+}
+
+void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool complete) {
+  Entry& e = entries_[idx];
+  Table& t = tables_[e.table];
+  const PacketHandle r = ctx.new_packet();
+  Packet& q = ctx.packet(r);
+  q.type = proto::PKT_CAIS_RED;
+  q.src = e.first_src;
+  q.dst = e.home;
+  q.addr = e.addr;
+  q.tag = e.first_tag;
+  q.group = e.group;
+  q.aux = e.participants;
+  q.count = e.count;
+  q.inject_ps = e.first_inject_ps;
+  q.origin = node_;
+  q.payload_bytes = e.payload_bytes;
+  q.flits = cfg_.shape.flits(q.payload_bytes);
+  if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
+  ++t.st.merged_writes;
+  if (complete) ++t.st.completions;
+  else ++t.st.partial_flushes;
+  t.st.bytes_saved += static_cast<std::uint64_t>(e.packets - 1) * e.payload_bytes;
+  ctx.inject(r, e.first_in_port, cfg_.lookup_delay_ps);
+}
+
+// ------------------------------------------------------------------ table management
+
+std::int32_t CaisMergeUnit::find(std::uint64_t addr, Kind k) const {
+  auto it = cam_.find(PairKey{addr, static_cast<std::uint64_t>(k)});
+  return it == cam_.end() ? -1 : it->second;
+}
+
+std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std::uint64_t addr, Kind k,
+                                     std::uint32_t bytes) {
+  Table& t = tables_[tbl];
+  if (bytes > cfg_.table_bytes) return -1;  // can never fit
+  while (t.st.live_entries >= cfg_.table_entries || t.st.live_bytes + bytes > cfg_.table_bytes) {
+    const std::int32_t victim = t.head;  // least recently used
+    Entry& v = entries_[victim];
+    if (v.state == State::kLoadWait) {
+      // Not evictable before its data arrives: evict it on fill; this request bypasses.
+      if (!v.evict_on_fill) {
+        v.evict_on_fill = true;
+        ++t.st.deferred_evictions;
+      }
+      return -1;
+    }
+    evict(ctx, victim, false);
+  }
+  const std::int32_t idx = free_.back();
+  free_.pop_back();
+  Entry& e = entries_[idx];
+  e.state = State::kReduction;  // set properly by the caller
+  e.timer_pending = false;
+  e.evict_on_fill = false;
+  e.table = tbl;
+  e.addr = addr;
+  e.line_bytes = bytes;
+  e.data_src = 0;
+  e.waiters.clear();
+  e.values.clear();
+  e.members.clear();
+  e.prev = t.tail;
+  e.next = -1;
+  if (t.tail >= 0) entries_[t.tail].next = idx;
+  else t.head = idx;
+  t.tail = idx;
+  ++t.st.live_entries;
+  t.st.live_bytes += bytes;
+  t.st.high_water_entries = std::max(t.st.high_water_entries, t.st.live_entries);
+  t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
+  cam_.emplace(PairKey{addr, static_cast<std::uint64_t>(k)}, idx);
+  ++live_;
+  return idx;
+}
+
+void CaisMergeUnit::evict(SwitchContext& ctx, std::int32_t idx, bool timeout) {
+  Entry& e = entries_[idx];
+  Table& t = tables_[e.table];
+  if (timeout) ++t.st.timeouts;
+  else ++t.st.evictions;
+  if (e.state == State::kReduction) flush_reduction(ctx, idx, false);
+  release(ctx, idx);
+}
+
+void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
+  Entry& e = entries_[idx];
+  Table& t = tables_[e.table];
+  t.st.wait_ns.add(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
+  leave_all(ctx, e);
+  unlink(idx);
+  cam_.erase(PairKey{e.addr, static_cast<std::uint64_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad)});
+  --t.st.live_entries;
+  t.st.live_bytes -= e.line_bytes;
+  e.state = State::kFree;
+  ++e.gen;  // pending timers of this slot become stale
+  e.timer_pending = false;
+  free_.push_back(idx);
+  --live_;
+}
+
+void CaisMergeUnit::unlink(std::int32_t idx) {
+  Entry& e = entries_[idx];
+  Table& t = tables_[e.table];
+  if (e.prev >= 0) entries_[e.prev].next = e.next;
+  else t.head = e.next;
+  if (e.next >= 0) entries_[e.next].prev = e.prev;
+  else t.tail = e.prev;
+  e.prev = e.next = -1;
+}
+
+void CaisMergeUnit::touch(std::int32_t idx) {
+  Entry& e = entries_[idx];
+  Table& t = tables_[e.table];
+  if (t.tail == idx) return;
+  unlink(idx);
+  e.prev = t.tail;
+  e.next = -1;
+  if (t.tail >= 0) entries_[t.tail].next = idx;
+  else t.head = idx;
+  t.tail = idx;
+}
+
+// ------------------------------------------------------------------ timeouts
+
+void CaisMergeUnit::arm_timer(SwitchContext& ctx, std::int32_t idx) {
+  Entry& e = entries_[idx];
+  if (e.timer_pending) return;
+  e.timer_pending = true;
+  ctx.schedule_timer(e.last_access_ps + cfg_.timeout_ps, feature_index_,
+                     (static_cast<std::uint64_t>(idx) << 32) | e.gen);
+}
+
+void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
+  const auto idx = static_cast<std::int32_t>(arg >> 32);
+  const auto gen = static_cast<std::uint32_t>(arg & 0xffffffffu);
+  if (idx < 0 || static_cast<std::size_t>(idx) >= entries_.size()) return;
+  Entry& e = entries_[idx];
+  if (e.state == State::kFree || e.gen != gen) return;  // released since
+  e.timer_pending = false;
+  if (e.state == State::kLoadWait) return;  // its fill re-arms
+  if (ctx.now() >= e.last_access_ps + cfg_.timeout_ps) {
+    evict(ctx, idx, true);
+  } else {
+    arm_timer(ctx, idx);  // accessed since: wait for the rest of the interval
+  }
+}
+
+// ------------------------------------------------------------------ throttling
+
+void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::uint32_t in_port) {
+  if (!cfg_.throttle) return;
+  e.members.push_back(gpu);
+  Ahead& a = ahead_[PairKey{e.group, gpu}];
+  ++a.n;
+  if (!a.throttled && a.n > cfg_.throttle_ahead_entries) {
+    a.throttled = true;
+    send_throttle(ctx, gpu, e.group, true, in_port);
+  }
+}
+
+void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
+  for (const std::uint32_t gpu : e.members) {
+    auto it = ahead_.find(PairKey{e.group, gpu});
+    if (it == ahead_.end() || it->second.n == 0)
+      throw InvariantError(ctx.name() + ": merge unit throttle count underflow");
+    Ahead& a = it->second;
+    --a.n;
+    if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
+      a.throttled = false;
+      send_throttle(ctx, gpu, e.group, false, e.first_in_port);
+    }
+    if (a.n == 0 && !a.throttled) ahead_.erase(it);
+  }
+  e.members.clear();
+}
+
+void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
+                                  std::uint32_t in_port) {
+  const PacketHandle r = ctx.new_packet();
+  Packet& q = ctx.packet(r);
+  q.type = proto::PKT_THROTTLE;
+  q.src = node_;
+  q.dst = gpu;
+  q.group = group;
+  q.aux = on ? 1 : 0;
+  q.origin = node_;
+  q.inject_ps = ctx.now();
+  q.payload_bytes = 0;
+  q.flits = cfg_.shape.flits(0);
+  if (on) ++throttles_sent_;
+  else ++unthrottles_sent_;
+  ctx.inject(r, in_port, cfg_.lookup_delay_ps);
+}
+
+// ------------------------------------------------------------------ statistics, end of run
+
+void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix) const {
+  for (std::uint32_t i = 0; i < tables_.size(); ++i) {
+    const std::string base = tables_.size() == 1 ? prefix + ".merge." : prefix + ".port" + std::to_string(i) + ".merge.";
+    const MergeTableStats& s = tables_[i].st;
+    reg.counter(base + "hits", "requests", &s.hits);
+    reg.counter(base + "misses", "requests", &s.misses);
+    reg.counter(base + "evictions", "entries", &s.evictions);
+    reg.counter(base + "timeouts", "entries", &s.timeouts);
+    reg.counter(base + "bypasses", "requests", &s.bypasses);
+    reg.counter(base + "deferred_evictions", "entries", &s.deferred_evictions);
+    reg.counter(base + "completions", "entries", &s.completions);
+    reg.counter(base + "partial_flushes", "entries", &s.partial_flushes);
+    reg.counter(base + "merged_writes", "packets", &s.merged_writes);
+    reg.counter(base + "bytes_saved", "B", &s.bytes_saved);
+    reg.counter(base + "high_water_bytes", "B", &s.high_water_bytes);
+    reg.counter(base + "high_water_entries", "entries", &s.high_water_entries);
+    reg.histogram(base + "wait", "ns", &s.wait_ns);
+  }
+  reg.counter(prefix + ".merge.throttles", "packets", &throttles_sent_);
+  reg.counter(prefix + ".merge.unthrottles", "packets", &unthrottles_sent_);
+}
+
+void CaisMergeUnit::check_drained() const {
+  if (live_ == 0 && ahead_.empty()) return;
+  std::ostringstream os;
+  os << "cais_merge at node " << node_ << ": " << live_ << " merge entries left behind";
+  for (const auto& e : entries_) {
+    if (e.state == State::kFree) continue;
+    os << " [addr " << e.addr << (e.state == State::kReduction ? " reduction" : " load") << " count " << e.count
+       << "/" << (e.participants - 1) << "]";
+    break;
+  }
+  if (!ahead_.empty()) os << "; " << ahead_.size() << " throttle counters not zero";
+  throw InvariantError(os.str());
+}
+
+namespace {
+const bool registered = [] {
+  FeatureRegistry::instance().add("cais_merge", [](const FeatureArgs& a) {
+    return std::make_unique<CaisMergeUnit>(CaisMergeConfig::from_params(*a.params), a.num_ports, a.feature_index,
+                                           a.switch_node);
+  });
+  return true;
+}();
+}  // namespace
+
+}  // namespace cais::net

@@ -1,0 +1,376 @@
+// Unit tests of the CAIS merge unit's rules, each with a fake switch context.
+#include <gtest/gtest.h>
+
+#include "cais/errors.h"
+#include "cais/net/feature_cais_merge.h"
+#include "test_feature_fake.h"
+
+namespace cais::net {
+namespace {
+
+using testing::Delivered;
+using testing::FakeSwitch;
+using testing::feature_params;
+
+constexpr TimePs kNs = 1000;
+
+struct Rig {
+  explicit Rig(Params p, std::uint32_t gpus = 8, bool functional = true)
+      : sw(gpus, functional), unit(CaisMergeConfig::from_params(p), gpus, 0, sw.node_id()) {
+    sw.add_feature(&unit);
+  }
+  // red.cais from `src` to home `dst`, participants P, one value per element.
+  void red(TimePs t, std::uint32_t src, std::uint32_t dst, std::uint64_t addr, std::uint32_t P,
+           std::vector<double> values, std::uint32_t group = 0) {
+    const PacketHandle h = sw.make(proto::PKT_CAIS_RED, src, dst, addr, P, 0);
+    Packet& p = sw.packet(h);
+    p.payload_bytes = 128;
+    p.count = 1;
+    p.group = group;
+    p.values = std::move(values);
+    sw.arrive(t, h);
+  }
+  void ld(TimePs t, std::uint32_t src, std::uint32_t owner, std::uint64_t addr, std::uint32_t P,
+          std::uint64_t tag, std::uint32_t group = 0) {
+    const PacketHandle h = sw.make(proto::PKT_CAIS_LD_REQ, src, owner, addr, P, tag);
+    sw.packet(h).count = 128;  // bytes asked for
+    sw.packet(h).group = group;
+    sw.arrive(t, h);
+  }
+  void resp(TimePs t, std::uint32_t owner, std::uint32_t requester, std::uint64_t addr, std::uint64_t tag,
+            std::vector<double> values) {
+    const PacketHandle h = sw.make(proto::PKT_CAIS_LD_RESP, owner, requester, addr, 0, tag);
+    sw.packet(h).payload_bytes = 128;
+    sw.packet(h).values = std::move(values);
+    sw.arrive(t, h, owner);
+  }
+  FakeSwitch sw;
+  CaisMergeUnit unit;
+};
+
+std::vector<Delivered> of_type(const std::vector<Delivered>& v, proto::PacketType t) {
+  std::vector<Delivered> out;
+  for (const auto& d : v)
+    if (d.p.type == t) out.push_back(d);
+  return out;
+}
+
+TEST(CaisMerge, LoadMissDefersThenFillsAndServesHitsFromTheLine) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x1000;
+  r.ld(0, 1, 0, A, 4, 11);  // miss: forwarded to the owner
+  r.ld(10 * kNs, 2, 0, A, 4, 22);  // hit on Load-Wait: deferred
+  r.sw.run(50 * kNs);
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.type, proto::PKT_CAIS_LD_REQ);
+  EXPECT_EQ(d[0].p.dst, 0u);
+  EXPECT_EQ(d[0].p.src, 1u);
+  r.resp(100 * kNs, 0, 1, A, 11, {1, 2, 3});
+  r.sw.run(150 * kNs);
+  d = r.sw.take();
+  ASSERT_EQ(d.size(), 2u);  // the fetched line to GPU 1, a copy to the deferred GPU 2
+  for (const auto& x : d) {
+    EXPECT_EQ(x.p.type, proto::PKT_CAIS_LD_RESP);
+    EXPECT_EQ(x.p.values, (std::vector<double>{1, 2, 3}));
+  }
+  EXPECT_EQ(d[0].p.dst, 1u);
+  EXPECT_EQ(d[1].p.dst, 2u);
+  EXPECT_EQ(d[1].p.tag, 22u);
+  EXPECT_EQ(r.unit.live_entries(), 1u);  // Load-Ready, 2 of 3 requesters served
+  r.ld(200 * kNs, 3, 0, A, 4, 33);      // hit on Load-Ready: answered from the line, released
+  r.sw.run();
+  d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.dst, 3u);
+  EXPECT_EQ(d[0].p.tag, 33u);
+  EXPECT_EQ(d[0].p.src, 0u);  // data of the owner
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  const auto s = r.unit.totals();
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.completions, 1u);
+  EXPECT_EQ(s.bytes_saved, 256u);
+  EXPECT_EQ(r.unit.table_stats(0).wait_ns.count(), 1u);
+  EXPECT_DOUBLE_EQ(r.unit.table_stats(0).wait_ns.max(), 200.0);
+  EXPECT_NO_THROW(r.unit.check_drained());
+  EXPECT_EQ(r.sw.live_packets(), 0u);
+}
+
+TEST(CaisMerge, LoadReleasedWhenAllRequestersDeferredBeforeFill) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x2000;
+  r.ld(0, 1, 0, A, 3, 1);
+  r.ld(kNs, 2, 0, A, 3, 2);  // count == P-1 while Load-Wait
+  r.resp(100 * kNs, 0, 1, A, 1, {5});
+  r.sw.run();
+  EXPECT_EQ(of_type(r.sw.take(), proto::PKT_CAIS_LD_RESP).size(), 2u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, ReductionSumWrittenOnceAtParticipantsMinusOne) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x3000;
+  r.red(0, 1, 0, A, 4, {1.5, 2});
+  r.red(kNs, 2, 0, A, 4, {10, 20});
+  r.sw.run(10 * kNs);
+  EXPECT_TRUE(r.sw.take().empty());
+  r.red(20 * kNs, 3, 0, A, 4, {100, 200});
+  r.sw.run();
+  const auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.type, proto::PKT_CAIS_RED);
+  EXPECT_EQ(d[0].p.dst, 0u);
+  EXPECT_EQ(d[0].p.count, 3u);
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{111.5, 222}));
+  EXPECT_EQ(d[0].p.payload_bytes, 128u);
+  EXPECT_EQ(r.unit.totals().completions, 1u);
+  EXPECT_EQ(r.unit.totals().bytes_saved, 256u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+}
+
+TEST(CaisMerge, ReductionCountsAlreadyMergedContributions) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x3100;
+  const PacketHandle h = r.sw.make(proto::PKT_CAIS_RED, 1, 0, A, 8, 0);
+  r.sw.packet(h).count = 4;  // a partial sum merged upstream
+  r.sw.packet(h).payload_bytes = 128;
+  r.sw.packet(h).values = {4};
+  r.sw.arrive(0, h);
+  for (std::uint32_t g = 5; g <= 7; ++g) r.red(kNs * g, g, 0, A, 8, {1});
+  r.sw.run();
+  const auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.count, 7u);
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{7}));
+}
+
+TEST(CaisMerge, FullTableEvictsLeastRecentlyUsedReductionAsPartialSum) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 2);
+  Rig r(p);
+  r.red(0, 1, 0, 0xA00, 4, {1});
+  r.red(kNs, 1, 0, 0xB00, 4, {2});
+  r.red(2 * kNs, 2, 0, 0xA00, 4, {3});  // touches A: B is now least recently used
+  r.red(3 * kNs, 1, 0, 0xC00, 4, {4});  // table full: B is flushed
+  r.sw.run(10 * kNs);
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.addr, 0xB00u);
+  EXPECT_EQ(d[0].p.count, 1u);
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{2}));
+  const auto& s = r.unit.table_stats(0);
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_EQ(s.partial_flushes, 1u);
+  EXPECT_EQ(s.high_water_entries, 2u);
+  EXPECT_EQ(s.high_water_bytes, 256u);
+  EXPECT_EQ(r.unit.live_entries(), 2u);
+}
+
+TEST(CaisMerge, TableBytesBoundEvictionToo) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_bytes", 256);
+  Rig r(p);
+  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 4, {1});
+  r.sw.run(10 * kNs);
+  EXPECT_EQ(r.unit.table_stats(0).evictions, 1u);
+  EXPECT_EQ(r.unit.table_stats(0).high_water_bytes, 256u);
+}
+
+TEST(CaisMerge, LoadReadyVictimIsDroppedAndRefetchedLater) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 1);
+  Rig r(p);
+  r.ld(0, 1, 0, 0xA00, 4, 1);
+  r.resp(10 * kNs, 0, 1, 0xA00, 1, {7});
+  r.ld(20 * kNs, 2, 0, 0xB00, 4, 2);  // A is Load-Ready: evicted, B allocated
+  r.sw.run(30 * kNs);
+  EXPECT_EQ(r.unit.table_stats(0).evictions, 1u);
+  r.ld(40 * kNs, 3, 0, 0xA00, 4, 3);  // A misses again (B is Load-Wait: bypass)
+  r.sw.run(50 * kNs);
+  const auto d = of_type(r.sw.take(), proto::PKT_CAIS_LD_REQ);
+  ASSERT_EQ(d.size(), 3u);  // A, B and A again all went to the owner
+  EXPECT_EQ(d[2].p.src, 3u);
+  EXPECT_EQ(r.unit.table_stats(0).bypasses, 1u);
+}
+
+TEST(CaisMerge, LoadWaitVictimDefersEvictionAndTheRequestBypasses) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 1);
+  Rig r(p);
+  r.ld(0, 1, 0, 0xA00, 4, 1);        // Load-Wait
+  r.ld(kNs, 2, 0, 0xB00, 4, 2);      // table full, victim Load-Wait: bypass, no allocation
+  r.red(2 * kNs, 3, 0, 0xC00, 4, {9});  // also bypasses (forwarded unmerged to home)
+  r.sw.run(10 * kNs);
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[1].p.addr, 0xB00u);
+  EXPECT_EQ(d[2].p.type, proto::PKT_CAIS_RED);
+  EXPECT_EQ(d[2].p.count, 1u);
+  const auto& s = r.unit.table_stats(0);
+  EXPECT_EQ(s.bypasses, 2u);
+  EXPECT_EQ(s.deferred_evictions, 1u);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_EQ(r.unit.live_entries(), 1u);
+  // The bypassed request's response is not the entry's: it goes on untouched.
+  r.resp(20 * kNs, 0, 2, 0xB00, 2, {2});
+  // The entry's response fills it, serves its requester, and the deferred eviction happens.
+  r.resp(30 * kNs, 0, 1, 0xA00, 1, {1});
+  r.sw.run();
+  d = r.sw.take();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].p.dst, 2u);
+  EXPECT_EQ(d[1].p.dst, 1u);
+  EXPECT_EQ(r.unit.table_stats(0).evictions, 1u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, TimeoutSinceLastAccessFlushesPartialSum) {
+  Params p = feature_params();
+  p.set_double("net.cais_merge.timeout_ns", 1000);
+  Rig r(p);
+  r.red(0, 1, 0, 0xA00, 4, {1});
+  r.red(600 * kNs, 2, 0, 0xA00, 4, {2});  // access: the timer restarts
+  r.sw.run(1500 * kNs);
+  EXPECT_TRUE(r.sw.take().empty());  // 1000 ns since first, but only 900 since last
+  EXPECT_EQ(r.unit.live_entries(), 1u);
+  r.sw.run(1700 * kNs);
+  const auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].t, 1600 * kNs + 2 * kNs);  // expiry + lookup delay
+  EXPECT_EQ(d[0].p.count, 2u);
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{3}));
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 1u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  // A late contribution starts a new entry and is flushed by its own timeout.
+  r.red(2000 * kNs, 3, 0, 0xA00, 4, {4});
+  r.sw.run();
+  EXPECT_EQ(r.sw.take().size(), 1u);
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 2u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, LoadWaitDoesNotTimeOutButLoadReadyDoes) {
+  Params p = feature_params();
+  p.set_double("net.cais_merge.timeout_ns", 100);
+  Rig r(p);
+  r.ld(0, 1, 0, 0xA00, 4, 1);
+  r.resp(500 * kNs, 0, 1, 0xA00, 1, {1});  // slow owner: no timeout while Load-Wait
+  r.sw.run(550 * kNs);
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 0u);
+  EXPECT_EQ(r.unit.live_entries(), 1u);
+  r.sw.run();
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 1u);  // 100 ns after the fill
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+}
+
+TEST(CaisMerge, PerPortTablesAreIndependent) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 1);
+  Rig r(p);
+  r.red(0, 1, 0, 0xA00, 4, {1});
+  r.red(kNs, 1, 2, 0xB00, 4, {1});  // home 2: table of port 2
+  r.sw.run(10 * kNs);
+  EXPECT_EQ(r.unit.num_tables(), 8u);
+  EXPECT_EQ(r.unit.table_stats(0).evictions + r.unit.table_stats(2).evictions, 0u);
+  EXPECT_EQ(r.unit.table_stats(0).high_water_entries, 1u);
+  EXPECT_EQ(r.unit.table_stats(2).high_water_entries, 1u);
+  Params q = feature_params();
+  q.set_string("net.cais_merge.scope", "switch");
+  q.set_int("net.cais_merge.table_entries", 1);
+  Rig s(q);
+  s.red(0, 1, 0, 0xA00, 4, {1});
+  s.red(kNs, 1, 2, 0xB00, 4, {1});
+  s.sw.run(10 * kNs);
+  EXPECT_EQ(s.unit.num_tables(), 1u);
+  EXPECT_EQ(s.unit.table_stats(0).evictions, 1u);
+}
+
+TEST(CaisMerge, ThrottlesAGpuRunningAheadAndLiftsItWhenPeersCatchUp) {
+  Params p = feature_params();
+  p.set_bool("net.cais_merge.throttle", true);
+  p.set_int("net.cais_merge.throttle_ahead_entries", 2);
+  p.set_int("net.cais_merge.throttle_resume_entries", 0);
+  Rig r(p);
+  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 3, {1}, 7);
+  r.sw.run(10 * kNs);
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.type, proto::PKT_THROTTLE);
+  EXPECT_EQ(d[0].p.dst, 1u);
+  EXPECT_EQ(d[0].p.group, 7u);
+  EXPECT_EQ(d[0].p.aux, 1u);
+  EXPECT_EQ(d[0].p.src, r.sw.node_id());
+  EXPECT_EQ(r.unit.ahead(7, 1), 3u);
+  for (int i = 0; i < 3; ++i) r.red((20 + i) * kNs, 2, 0, 0x100 * (i + 1), 3, {1}, 7);
+  r.sw.run(50 * kNs);
+  d = r.sw.take();
+  ASSERT_EQ(of_type(d, proto::PKT_THROTTLE).size(), 1u);
+  EXPECT_EQ(of_type(d, proto::PKT_THROTTLE)[0].p.aux, 0u);
+  EXPECT_EQ(of_type(d, proto::PKT_CAIS_RED).size(), 3u);
+  EXPECT_EQ(r.unit.ahead(7, 1), 0u);
+  EXPECT_EQ(r.unit.throttles_sent(), 1u);
+  EXPECT_EQ(r.unit.unthrottles_sent(), 1u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, ThrottleIsLiftedByTimeoutsWhenPeersNeverCome) {
+  Params p = feature_params();
+  p.set_bool("net.cais_merge.throttle", true);
+  p.set_int("net.cais_merge.throttle_ahead_entries", 1);
+  p.set_int("net.cais_merge.throttle_resume_entries", 0);
+  Rig r(p);
+  r.red(0, 1, 0, 0x100, 4, {1}, 3);
+  r.red(kNs, 1, 0, 0x200, 4, {1}, 3);
+  r.sw.run();
+  EXPECT_EQ(r.unit.throttles_sent(), 1u);
+  EXPECT_EQ(r.unit.unthrottles_sent(), 1u);
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 2u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, CheckDrainedNamesWhatIsLeft) {
+  Rig r(feature_params());
+  r.red(0, 1, 0, 0xA00, 4, {1});
+  r.sw.run(kNs);
+  EXPECT_FALSE(r.unit.idle());
+  EXPECT_THROW(r.unit.check_drained(), InvariantError);
+  r.sw.run();  // the timeout flushes it
+  EXPECT_TRUE(r.unit.idle());
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, NothingToMergeIsForwardedUntouched) {
+  Rig r(feature_params());
+  r.red(0, 1, 0, 0xA00, 2, {1});  // P = 2: a single contributor
+  const PacketHandle h = r.sw.make(proto::PKT_WRITE, 1, 0, 0xB00);
+  r.sw.arrive(0, h);
+  r.sw.run();
+  EXPECT_EQ(r.sw.forwarded, 2u);
+  EXPECT_EQ(r.unit.totals().misses, 0u);
+}
+
+TEST(CaisMerge, ConfigurationIsStrict) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.throttle_resume_entries", 64);
+  p.set_bool("net.cais_merge.throttle", true);
+  EXPECT_THROW(CaisMergeConfig::from_params(p), ConfigError);
+  Params q = feature_params();
+  q.set_string("net.cais_merge.scope", "input");
+  EXPECT_THROW(CaisMergeConfig::from_params(q), ConfigError);
+  Params missing;
+  EXPECT_THROW(CaisMergeConfig::from_params(missing), ConfigError);
+  EXPECT_NE(FeatureRegistry::instance().names().size(), 0u);
+}
+
+TEST(CaisMerge, LoadRequestWithoutBytesFailsLoudly) {
+  Rig r(feature_params());
+  const PacketHandle h = r.sw.make(proto::PKT_CAIS_LD_REQ, 1, 0, 0xA00, 4, 1);
+  r.sw.arrive(0, h);
+  EXPECT_THROW(r.sw.run(), InvariantError);
+}
+
+}  // namespace
+}  // namespace cais::net

@@ -1,0 +1,67 @@
+"""Parameters of the in-switch computing features (external/net/src/feature_*.cc).
+
+A feature runs in a switch only when its name is listed in ``net.features`` (comma-separated,
+e.g. ``"nvls,group_sync,cais_merge"``); the keys of a feature that is not enabled are sent but
+ignored. The packet conventions the features rely on are documented in the headers
+external/net/include/cais/net/feature_*.h.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class NvlsParams:
+    """Feature ``nvls``: NVLink SHARP multicast (multimem.st / multimem.red), in-switch
+    reduction for multimem.ld_reduce, one completion ack per multicast, DMA-driven NVLS."""
+
+    multicast_delay_ns: float = 2.0
+    """Switch processing time to replicate a multicast request (or an ld_reduce's reads)."""
+    reduce_delay_ns: float = 4.0
+    """Reduction-ALU latency from the last member's read response to the ld_reduce answer."""
+
+
+@dataclass
+class CaisMergeParams:
+    """Feature ``cais_merge``: the CAIS merge unit (CAM lookup + merging table) with load and
+    reduction merging, LRU eviction, timeouts and TB-aware request throttling (HPCA'26 CAIS,
+    III-A2..4, III-B2). Defaults: the paper's 40 KB / 320-entry table per switch port."""
+
+    scope: str = "port"
+    """``port``: one table per switch port (the port towards the home GPU of the address);
+    ``switch``: one table shared by the whole switch (sizes below apply per table)."""
+    table_bytes: int = 40960
+    """Data capacity of one merging table in bytes (an entry holds one line: the bytes a load
+    asks for, or a reduction's payload)."""
+    table_entries: int = 320
+    """CAM / merging-table entries of one table."""
+    timeout_ns: float = 5000.0
+    """An entry not accessed for this long is evicted (forward progress for requests that
+    never come); must be > 0."""
+    lookup_delay_ns: float = 2.0
+    """CAM lookup and table update latency added to every packet the merge unit handles."""
+    throttle: bool = False
+    """Send THROTTLE feedback to GPUs that run ahead of their TB-group peers."""
+    throttle_ahead_entries: int = 64
+    """A GPU is throttled for a group when it has joined more than this many live entries of
+    that group that still wait for its peers."""
+    throttle_resume_entries: int = 32
+    """The throttle is lifted when that count falls to this value or below (< ahead)."""
+
+
+@dataclass
+class GroupSyncParams:
+    """Feature ``group_sync``: the switch's group-sync table for CAIS TB-group pre-launch and
+    pre-access synchronisation (SYNC_REQ counted per group, SYNC_RELEASE broadcast)."""
+
+    process_delay_ns: float = 2.0
+    """Table lookup latency from the completing SYNC_REQ to the releases leaving."""
+    table_entries: int = 4096
+    """Groups the table can track at once; more pending groups is an error (never silent)."""
+
+
+GROUPS = {
+    "net.nvls": NvlsParams,
+    "net.cais_merge": CaisMergeParams,
+    "net.group_sync": GroupSyncParams,
+}
