@@ -1,0 +1,40 @@
+// Parameters of the NVSwitch router model, read once from the engine's params (net.*).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cais/time.h"
+
+namespace cais {
+class Params;
+}
+
+namespace cais::net {
+
+struct RouterParams {
+  std::uint32_t vcs_per_port = 8;
+  std::uint32_t vc_depth_flits = 256;
+  std::uint32_t flit_bytes = 16;
+  std::uint32_t header_flits = 1;
+  TimePs routing_ps = 0;
+  TimePs vc_alloc_ps = 0;
+  TimePs sw_alloc_ps = 0;
+  TimePs xbar_ps = 0;
+  TimePs credit_ps = 0;
+  TimePs stats_bin_ps = 1000000;
+  std::uint32_t sw_alloc_patience = 2;  // lost arbitrations before an input moves on (0: never)
+  bool traffic_control = false;
+  bool functional = false;
+  std::vector<std::string> features;
+
+  // Reads every net.* key the router uses; throws ConfigError naming a bad key.
+  static RouterParams from(const Params& p);
+  // Head-to-allocation pipeline (routing + VC allocation + switch allocation).
+  TimePs pipeline_ps() const { return routing_ps + vc_alloc_ps + sw_alloc_ps; }
+};
+
+// Keys under net.* that only the harness uses (the engine marks them read).
+const std::vector<std::string>& harness_only_net_keys();
+
+}  // namespace cais::net

@@ -1,0 +1,60 @@
+// Virtual-channel classes and the VC allocator of one router.
+//
+// Classes keep protocol-dependent traffic apart (deadlock freedom): requests and responses use
+// disjoint VC ranges; with traffic control, loads (READ/CAIS_LD/MM_LD_REDUCE requests) and
+// reductions (CAIS_RED/MM_RED/WRITE...) get ranges of their own, and the switch allocator's
+// round-robin over VCs alternates between them. Synthetic traffic may use every VC.
+//
+// Allocation is virtual cut-through: a head packet is granted a downstream VC of its class that
+// no other packet holds and that has credits for the whole packet; the VC is held until the
+// packet has been sent (as BookSim holds a VC until the tail leaves).
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cais/link.h"
+#include "cais/packet.h"
+
+namespace cais::net {
+
+enum class VcClass : std::uint8_t { kAny, kRequest, kResponse, kLoad, kReduction };
+
+struct VcRange {
+  std::uint32_t first = 0, count = 0;
+};
+
+// Class of a packet type (traffic_control splits requests into loads and reductions).
+VcClass vc_class_of(PacketType t, bool traffic_control);
+// VC range of a class for `vcs` VCs per port; throws ConfigError if vcs is too small.
+VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control);
+// Minimum VCs per port the classes need.
+std::uint32_t min_vcs(bool traffic_control);
+
+class VcAllocator {
+ public:
+  void init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control);
+  // Try to grant a downstream VC at `out_port` for a packet of `type` and `flits`. Returns the
+  // VC or -1 (then the caller waits for a credit or a release at that output).
+  std::int32_t allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type, std::uint32_t flits);
+  void release(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 0; }
+  bool held(std::uint32_t out_port, std::uint32_t vc) const { return held_[out_port * vcs_ + vc] != 0; }
+  std::uint32_t held_count() const;
+
+  // Input VCs waiting for a VC (or credits) at an output: (input port, input vc).
+  void wait(std::uint32_t out_port, std::uint32_t in_port, std::uint32_t in_vc);
+  // Hands over (and clears) the waiters of `out_port`.
+  void take_waiters(std::uint32_t out_port, std::vector<std::pair<std::uint32_t, std::uint32_t>>& out);
+  bool has_waiters(std::uint32_t out_port) const { return !waiters_[out_port].empty(); }
+
+ private:
+  std::uint32_t vcs_ = 0;
+  bool tc_ = false;
+  std::vector<std::uint8_t> held_;          // [port * vcs + vc]
+  std::vector<std::uint32_t> rr_;           // [port * 5 + class] next VC offset to try
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> waiters_;
+  std::vector<std::uint8_t> waiting_;       // [(port * in_ports + in) * (vcs+1) + vc] dedupe
+  std::uint32_t num_ports_ = 0;
+};
+
+}  // namespace cais::net

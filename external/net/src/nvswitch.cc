@@ -1,0 +1,314 @@
+// The NVSwitch router node; stage logic lives in input_unit, vc_allocator, switch_allocator,
+// output_unit and routing_table. See nvswitch.h for the event flow.
+#include "cais/net/nvswitch.h"
+
+#include <sstream>
+
+#include "cais/engine_host.h"
+#include "cais/errors.h"
+#include "cais/params.h"
+#include "cais/sim.h"
+
+namespace cais::net {
+
+
+NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
+    : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+  const Params& p = sim.params();
+  params_ = RouterParams::from(p);
+  const auto& info = sim.node(node);
+  const auto ports = static_cast<std::uint32_t>(info.out.size());
+  const std::uint32_t vcs = params_.vcs_per_port;
+  routes_.build(sim, node);
+  in_.resize(ports);
+  out_.resize(ports);
+  for (std::uint32_t port = 0; port < ports; ++port) {
+    const PortLink& link = info.out[port];
+    double in_bw = 0;
+    if (link.connected) {
+      const auto& back = sim.node(link.peer_node).out;
+      in_bw = link.peer_port < back.size() && back[link.peer_port].connected ? back[link.peer_port].bw_gbps
+                                                                              : link.bw_gbps;
+    }
+    in_[port].init(node, port, link, in_bw, vcs, params_.vc_depth_flits, params_.credit_ps);
+    out_[port].init(sim, NodeComponent::name() + ".port" + std::to_string(port) + ".tx", link, vcs,
+                    params_.vc_depth_flits, params_.flit_bytes, params_.stats_bin_ps);
+  }
+  vca_.init(ports, vcs, params_.traffic_control);
+  swa_.init(ports, ports, vcs + 1);
+  ready_pending_.assign(static_cast<std::size_t>(ports) * (vcs + 1), 0);
+  for (std::uint32_t i = 0; i < params_.features.size(); ++i) {
+    FeatureArgs a{&p, ports, i, node};
+    features_.push_back(FeatureRegistry::instance().make(params_.features[i], a));
+    features_.back()->register_stats(sim.stats(), NodeComponent::name() + "." + params_.features[i]);
+  }
+  const std::string n = NodeComponent::name();
+  sim.stats().counter(n + ".packets_forwarded", "packets", &forwarded_);
+  sim.stats().counter(n + ".packets_consumed_by_features", "packets", &consumed_);
+  sim.stats().counter(n + ".packets_injected_by_features", "packets", &injected_);
+  sim.stats().histogram(n + ".residence", "ns", &residence_ns_);
+}
+
+NvSwitch::~NvSwitch() = default;
+
+// ------------------------------------------------------------------ SwitchContext
+TimePs NvSwitch::now() const { return sim_.now(); }
+std::uint32_t NvSwitch::num_gpus() const { return sim_.num_gpus(); }
+PacketHandle NvSwitch::new_packet() { return sim_.new_packet(*this); }
+Packet& NvSwitch::packet(PacketHandle h) { return sim_.packets()[h]; }
+void NvSwitch::release(PacketHandle h) { sim_.packets().release(h); }
+
+void NvSwitch::inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) {
+  if (in_port >= in_.size()) throw InvariantError(NodeComponent::name() + ": inject on unknown port");
+  Packet& p = sim_.packets()[h];
+  if (p.flits == 0) p.flits = flits_for(p.payload_bytes, params_.flit_bytes, params_.header_flits);
+  ++injected_;
+  schedule(sim_.now() + delay_ps, kInject, h, in_port);
+}
+
+void NvSwitch::schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) {
+  schedule(std::max(t, sim_.now()), kFeatureTimer, arg, feature_index);
+}
+
+// ------------------------------------------------------------------ events
+void NvSwitch::handle(const Event& e) {
+  switch (e.kind) {
+    case kPacketArrival:
+      return on_arrival(static_cast<PacketHandle>(e.arg));
+    case kHeadReady:
+      ready_pending_[e.arg32 * (params_.vcs_per_port + 1) + e.arg] = 0;
+      return head_changed(e.arg32, static_cast<std::uint32_t>(e.arg));
+    case kAllocate:
+      allocate_pending_ = false;
+      return allocate();
+    case kPortFree:
+      try_select(e.arg32);
+      if (swa_.has_requests(static_cast<std::uint32_t>(e.arg))) request_allocation(static_cast<std::uint32_t>(e.arg));
+      return;
+    case kInject: {
+      const auto h = static_cast<PacketHandle>(e.arg);
+      const std::uint32_t port = e.arg32;
+      const std::uint32_t ivc = in_[port].injection_vc();
+      const bool was_empty = in_[port].empty(ivc);
+      InputEntry entry = make_entry(h, port, sim_.now());
+      entry.ready_ps = sim_.now() + params_.pipeline_ps();
+      in_[port].inject(entry);
+      if (was_empty) head_changed(port, ivc);
+      return;
+    }
+    case kFeatureTimer:
+      features_.at(e.arg32)->on_timer(*this, e.arg);
+      return;
+    default:
+      throw InvariantError(NodeComponent::name() + ": unknown event kind " + std::to_string(e.kind));
+  }
+}
+
+InputEntry NvSwitch::make_entry(PacketHandle h, std::uint32_t in_port, TimePs head_ps) {
+  const Packet& p = sim_.packets()[h];
+  const std::uint32_t out = routes_.route(p);
+  if (out == kNoRoute) {
+    std::ostringstream os;
+    os << NodeComponent::name() << ": no route to node " << p.dst << " for " << proto::PacketType_Name(p.type)
+       << " from node " << p.src << " (arrived on port " << in_port << ")";
+    throw InvariantError(os.str());
+  }
+  InputEntry e;
+  e.h = h;
+  e.out_port = out;
+  e.flits = p.flits;
+  e.tail_ps = sim_.now();
+  e.ready_ps = head_ps + params_.pipeline_ps();
+  return e;
+}
+
+void NvSwitch::on_arrival(PacketHandle h) {
+  Packet& p = sim_.packets()[h];
+  const std::uint32_t port = p.hop_port;
+  if (p.type == proto::PKT_CREDIT) return on_credit(port, h);
+  if (port >= in_.size()) throw InvariantError(NodeComponent::name() + ": packet on unknown port");
+  const std::uint32_t vc = p.vc, flits = p.flits;
+  in_[port].check_fits(p);
+  // Features first (NVLS, merge unit, sync): a consumed packet leaves the VC buffer at once.
+  for (auto& f : features_) {
+    if (f->on_arrival(*this, port, h) == SwitchFeature::Verdict::kConsumed) {
+      ++consumed_;
+      in_[port].return_credits(sim_, *this, vc, flits, sim_.now());
+      return;
+    }
+  }
+  const Packet& q = sim_.packets()[h];
+  // Cut-through: the head arrived one serialisation time before the tail (announced now).
+  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(q.flits) * params_.flit_bytes, in_[port].in_bw_gbps());
+  const TimePs head = sim_.now() > ser ? sim_.now() - ser : 0;
+  const InputEntry entry = make_entry(h, port, head);
+  const bool was_empty = in_[port].empty(q.vc);
+  in_[port].accept(q, entry);
+  ++buffered_;
+  if (was_empty) head_changed(port, q.vc);
+}
+
+void NvSwitch::on_credit(std::uint32_t port, PacketHandle h) {
+  const Packet& c = sim_.packets()[h];
+  out_[port].channel().return_credits(c.vc, c.count);
+  sim_.packets().release(h);
+  wake_vc_waiters(port);
+}
+
+void NvSwitch::head_changed(std::uint32_t in, std::uint32_t vc) {
+  InputUnit& iu = in_[in];
+  if (iu.empty(vc)) return;
+  InputEntry& e = iu.head(vc);
+  if (e.ready_ps > sim_.now()) {
+    std::uint8_t& pending = ready_pending_[in * (params_.vcs_per_port + 1) + vc];
+    if (!pending) {
+      pending = 1;
+      schedule(e.ready_ps, kHeadReady, vc, in);
+    }
+    return;
+  }
+  if (e.out_vc < 0) {
+    const std::int32_t v = vca_.allocate(e.out_port, out_[e.out_port].channel(), sim_.packets()[e.h].type, e.flits);
+    if (v < 0) {
+      vca_.wait(e.out_port, in, vc);
+      return;
+    }
+    e.out_vc = v;
+  }
+  swa_.set_ready(in, vc, true);
+  try_select(in);
+}
+
+void NvSwitch::try_select(std::uint32_t in) {
+  const std::int32_t vc = swa_.select(in, sim_.now());
+  if (vc < 0) return;
+  swa_.request(in, static_cast<std::uint32_t>(vc), in_[in].head(static_cast<std::uint32_t>(vc)).out_port);
+  if (!allocate_pending_) {
+    allocate_pending_ = true;
+    schedule(sim_.now(), kAllocate);
+  }
+}
+
+void NvSwitch::request_allocation(std::uint32_t out) {
+  swa_.mark_dirty(out);
+  if (!allocate_pending_) {
+    allocate_pending_ = true;
+    schedule(sim_.now(), kAllocate);
+  }
+}
+
+// One pass of stage 2 over the outputs with new requests. Intra-step order: every request
+// filed at this time step is in before any output arbitrates (kAllocate runs after them).
+void NvSwitch::allocate() {
+  auto& dirty = swa_.dirty();
+  for (std::size_t i = 0; i < dirty.size(); ++i) {
+    const std::uint32_t out = dirty[i];
+    swa_.clear_dirty(out);
+    if (out_[out].channel().free_at() > sim_.now()) continue;  // its kPortFree re-arbitrates
+    const std::int32_t in = swa_.grant(out);
+    if (in < 0) continue;
+    send(static_cast<std::uint32_t>(in), out);
+    swa_.lost(out, params_.sw_alloc_patience, losers_);
+    for (std::uint32_t l : losers_) try_select(l);
+  }
+  dirty.clear();
+}
+
+void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
+  const auto vc = static_cast<std::uint32_t>(swa_.selected(in));
+  const TimePs now = sim_.now();
+  const InputEntry e = in_[in].pop(sim_, *this, vc, now);
+  // Unblocked packets start as if allocated when their head was ready (cut-through); a packet
+  // that had to wait starts now, back to back with the transfer that freed its port.
+  TimePs earliest = e.ready_ps + params_.xbar_ps;
+  if (now > e.tail_ps) earliest = std::max(earliest, now);
+  earliest = std::max(earliest, swa_.input_busy_until(in));
+  const TimePs tail = out_[out].send(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), earliest, e.tail_ps);
+  vca_.release(out, static_cast<std::uint32_t>(e.out_vc));
+  swa_.commit(in, out, tail);
+  schedule(tail, kPortFree, out, in);
+  ++forwarded_;
+  residence_ns_.add(static_cast<double>(tail - e.tail_ps) / 1000.0);
+  head_changed(in, vc);
+  wake_vc_waiters(out);
+}
+
+void NvSwitch::wake_vc_waiters(std::uint32_t out) {
+  if (!vca_.has_waiters(out)) return;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> waiters;
+  vca_.take_waiters(out, waiters);
+  for (const auto& w : waiters) head_changed(w.first, w.second);
+}
+
+// ------------------------------------------------------------------ end of run
+bool NvSwitch::done() const {
+  for (const auto& iu : in_)
+    if (iu.packets_buffered() != 0) return false;
+  for (const auto& f : features_)
+    if (!f->idle()) return false;
+  return true;
+}
+
+std::string NvSwitch::blocked_reason() const {
+  if (done()) return {};
+  std::ostringstream os;
+  for (std::uint32_t in = 0; in < in_.size(); ++in)
+    for (std::uint32_t vc = 0; vc <= in_[in].num_vcs(); ++vc) {
+      const EntryRing& q = in_[in].queue(vc);
+      if (q.empty()) continue;
+      const InputEntry& e = q.at(0);
+      os << "port" << in << (vc == in_[in].num_vcs() ? " injection queue" : " vc" + std::to_string(vc)) << ": "
+         << q.size() << " packets, head to port" << e.out_port;
+      if (e.out_vc < 0) {
+        os << " waiting for a downstream VC (credits:";
+        for (std::uint32_t v = 0; v < params_.vcs_per_port; ++v) os << ' ' << out_[e.out_port].channel().credits(v);
+        os << ")";
+      } else {
+        os << " holding vc" << e.out_vc << ", waiting for the switch";
+      }
+      return os.str();
+    }
+  for (std::uint32_t i = 0; i < features_.size(); ++i)
+    if (!features_[i]->idle()) return "feature " + params_.features[i] + " is not idle";
+  return {};
+}
+
+void NvSwitch::check_drained() const {
+  for (std::uint32_t in = 0; in < in_.size(); ++in)
+    if (in_[in].packets_buffered() != 0)
+      throw InvariantError(NodeComponent::name() + ": packets left in input port " + std::to_string(in) + " (" +
+                           blocked_reason() + ")");
+  for (std::uint32_t port = 0; port < out_.size(); ++port)
+    if (out_[port].connected() && !out_[port].channel().all_credits_home())
+      throw InvariantError(NodeComponent::name() + ": credits of output port " + std::to_string(port) +
+                           " not returned at end of run");
+  if (vca_.held_count() != 0) throw InvariantError(NodeComponent::name() + ": downstream VCs still held");
+  for (const auto& f : features_) f->check_drained();
+}
+
+// ------------------------------------------------------------------ registration
+namespace {
+const bool registered = [] {
+  NodeFactory f;
+  f.engine = "net";
+  f.param_prefixes = {"net."};
+  f.setup = [](Sim& sim) {
+    const Params& p = sim.params();
+    for (const auto& k : harness_only_net_keys()) p.ignore_prefix(k);
+    // Parameters of switch features that are not enabled are someone else's business.
+    const RouterParams rp = RouterParams::from(p);
+    for (const auto& name : FeatureRegistry::instance().names()) {
+      bool enabled = false;
+      for (const auto& e : rp.features) enabled |= e == name;
+      if (!enabled) p.ignore_prefix("net." + name + ".");
+    }
+  };
+  f.build = [](Sim& sim, std::uint32_t node) -> std::unique_ptr<NodeComponent> {
+    return std::make_unique<NvSwitch>(sim, node);
+  };
+  NodeRegistry::instance().add(proto::NODE_SWITCH, "nvswitch", std::move(f));
+  return true;
+}();
+}  // namespace
+
+}  // namespace cais::net

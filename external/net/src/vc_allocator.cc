@@ -1,0 +1,106 @@
+#include "cais/net/vc_allocator.h"
+
+#include "cais/errors.h"
+
+namespace cais::net {
+
+VcClass vc_class_of(PacketType t, bool traffic_control) {
+  switch (t) {
+    case proto::PKT_READ_RESP:
+    case proto::PKT_WRITE_ACK:
+    case proto::PKT_CAIS_LD_RESP:
+    case proto::PKT_CAIS_RED_ACK:
+    case proto::PKT_MM_LD_REDUCE_RESP:
+    case proto::PKT_MM_ACK:
+    case proto::PKT_SYNC_RELEASE:
+    case proto::PKT_THROTTLE:
+      return VcClass::kResponse;
+    case proto::PKT_READ_REQ:
+    case proto::PKT_CAIS_LD_REQ:
+    case proto::PKT_MM_LD_REDUCE_REQ:
+    case proto::PKT_SYNC_REQ:
+      return traffic_control ? VcClass::kLoad : VcClass::kRequest;
+    case proto::PKT_WRITE:
+    case proto::PKT_CAIS_RED:
+    case proto::PKT_MM_RED:
+    case proto::PKT_MM_ST:
+    case proto::PKT_DMA:
+      return traffic_control ? VcClass::kReduction : VcClass::kRequest;
+    default:
+      return VcClass::kAny;  // synthetic traffic: one class, every VC
+  }
+}
+
+std::uint32_t min_vcs(bool traffic_control) { return traffic_control ? 3 : 2; }
+
+VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
+  if (vcs < min_vcs(traffic_control))
+    throw ConfigError("net.vcs_per_port", "needs >= " + std::to_string(min_vcs(traffic_control)) +
+                                              " VCs (request/response classes" +
+                                              (traffic_control ? ", loads and reductions apart)" : ")"));
+  if (c == VcClass::kAny) return {0, vcs};
+  if (!traffic_control) {
+    const std::uint32_t req = vcs / 2;
+    if (c == VcClass::kRequest) return {0, req};
+    return {req, vcs - req};  // responses
+  }
+  const std::uint32_t resp = std::max<std::uint32_t>(1, vcs / 4);
+  const std::uint32_t rest = vcs - resp;
+  const std::uint32_t load = rest - rest / 2;
+  switch (c) {
+    case VcClass::kLoad: return {0, load};
+    case VcClass::kReduction: return {load, rest - load};
+    case VcClass::kResponse: return {rest, resp};
+    default: return {0, load};  // kRequest does not occur with traffic control
+  }
+}
+
+void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control) {
+  num_ports_ = num_ports;
+  vcs_ = vcs;
+  tc_ = traffic_control;
+  min_vcs(traffic_control);
+  vc_range(VcClass::kAny, vcs, traffic_control);  // validates the VC count
+  held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
+  rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
+  waiters_.assign(num_ports, {});
+  waiting_.assign(static_cast<std::size_t>(num_ports) * num_ports * (vcs + 1), 0);
+}
+
+std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type,
+                                   std::uint32_t flits) {
+  const VcClass c = vc_class_of(type, tc_);
+  const VcRange r = vc_range(c, vcs_, tc_);
+  std::uint32_t& rr = rr_[out_port * 5 + static_cast<std::uint32_t>(c)];
+  for (std::uint32_t i = 0; i < r.count; ++i) {
+    const std::uint32_t off = (rr + i) % r.count;
+    const std::uint32_t vc = r.first + off;
+    if (held_[out_port * vcs_ + vc] || !ch.has_credits(vc, flits)) continue;
+    held_[out_port * vcs_ + vc] = 1;
+    rr = (off + 1) % r.count;
+    return static_cast<std::int32_t>(vc);
+  }
+  return -1;
+}
+
+std::uint32_t VcAllocator::held_count() const {
+  std::uint32_t n = 0;
+  for (auto h : held_) n += h;
+  return n;
+}
+
+void VcAllocator::wait(std::uint32_t out_port, std::uint32_t in_port, std::uint32_t in_vc) {
+  std::uint8_t& w = waiting_[(static_cast<std::size_t>(out_port) * num_ports_ + in_port) * (vcs_ + 1) + in_vc];
+  if (w) return;
+  w = 1;
+  waiters_[out_port].emplace_back(in_port, in_vc);
+}
+
+void VcAllocator::take_waiters(std::uint32_t out_port, std::vector<std::pair<std::uint32_t, std::uint32_t>>& out) {
+  out.clear();
+  out.swap(waiters_[out_port]);
+  for (const auto& w : out)
+    waiting_[(static_cast<std::size_t>(out_port) * num_ports_ + w.first) * (vcs_ + 1) + w.second] = 0;
+}
+
+}  // namespace cais::net
