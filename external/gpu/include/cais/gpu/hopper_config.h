@@ -1,0 +1,35 @@
+// Hopper GPU configuration, read once from the flat parameter map (keys gpu.*; no defaults here:
+// they are declared in harness/params/gpu.py).
+#pragma once
+#include <cstdint>
+
+#include "cais/params.h"
+#include "cais/time.h"
+
+namespace cais::gpu {
+
+struct HopperConfig {
+  std::uint32_t num_sms = 0;
+  double clock_ghz = 0;
+  double tc_flops_per_cycle = 0;    // per SM, dense FP16/BF16, before efficiency
+  double alu_flops_per_cycle = 0;   // per SM
+  double tc_efficiency = 0;
+  std::uint32_t max_blocks_per_sm = 0, max_threads_per_sm = 0, regs_per_sm = 0;
+  std::uint64_t smem_per_sm = 0;    // bytes
+  std::uint64_t l2_bytes = 0;
+  double l2_bytes_per_ps = 0;       // whole GPU
+  TimePs l2_latency_ps = 0;
+  double sm_port_bytes_per_ps = 0;  // one SM <-> L2
+  double hbm_bytes_per_ps = 0;      // effective (peak x efficiency)
+  TimePs hbm_latency_ps = 0;
+  std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
+  std::uint32_t max_packet_bytes = 0;
+  TimePs launch_skew_ps = 0;
+  double block_jitter_frac = 0;
+  TimePs tb_overhead_ps = 0;
+  TimePs kernel_launch_ps = 0;
+
+  static HopperConfig from_params(const Params& p);
+};
+
+}  // namespace cais::gpu

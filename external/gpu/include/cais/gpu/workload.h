@@ -1,0 +1,69 @@
+// The decoded tile-ISA workload (proto/isa.proto) shared by every GPU of one process: programs
+// with matched loops, buffer placement in a symmetric heap, and address helpers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "isa.pb.h"
+
+namespace cais::gpu {
+
+// Global addresses: unicast (owner << 40) | heap offset; multicast objects set bit 62.
+inline constexpr std::uint64_t kOwnerShift = 40;
+inline constexpr std::uint64_t kOffsetMask = (1ull << kOwnerShift) - 1;
+inline constexpr std::uint64_t kMulticastBit = 1ull << 62;
+inline std::uint64_t unicast_addr(std::uint32_t owner, std::uint64_t off) {
+  return (static_cast<std::uint64_t>(owner) << kOwnerShift) | off;
+}
+
+struct DecodedKernel {
+  const isa::Kernel* k = nullptr;
+  std::vector<std::uint32_t> match;  // LOOP -> its ENDLOOP, ENDLOOP -> its LOOP
+  std::uint32_t max_loop_depth = 0;
+  std::uint32_t num_blocks = 0;
+  bool uses_remote = false;
+};
+
+struct DecodedBuffer {
+  const isa::Buffer* b = nullptr;
+  std::uint64_t base = 0;       // offset in the symmetric heap
+  std::uint32_t elem_bytes = 2;
+};
+
+class Workload {
+ public:
+  // Throws ConfigError("workload", ...) naming the kernel and instruction at fault.
+  static std::shared_ptr<const Workload> parse(const std::string& bytes, std::uint32_t num_gpus);
+
+  const isa::Workload& proto() const { return wl_; }
+  const std::vector<DecodedKernel>& kernels() const { return kernels_; }
+  const std::vector<DecodedBuffer>& buffers() const { return buffers_; }
+  std::uint64_t heap_bytes() const { return heap_bytes_; }
+  bool empty() const { return wl_.launches_size() == 0; }
+
+ private:
+  isa::Workload wl_;
+  std::vector<DecodedKernel> kernels_;
+  std::vector<DecodedBuffer> buffers_;
+  std::uint64_t heap_bytes_ = 0;
+};
+
+// value of an affine expression (see isa.proto)
+inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int64_t by, std::int64_t g,
+                                const std::int64_t* loops, std::uint32_t depth) {
+  std::int64_t v = a.base() + a.block_x() * bx + a.block_y() * by + a.gpu() * g;
+  const int n = std::min<int>(a.loop_size(), static_cast<int>(depth));
+  for (int i = 0; i < n; ++i) v += a.loop(i) * loops[i];
+  if (a.modulo() > 0) {
+    v %= a.modulo();
+    if (v < 0) v += a.modulo();
+  }
+  return v;
+}
+
+std::uint32_t dtype_bytes(isa::DType d);
+const char* opcode_name(isa::Opcode op);
+
+}  // namespace cais::gpu

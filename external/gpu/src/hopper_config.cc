@@ -1,0 +1,46 @@
+#include "cais/gpu/hopper_config.h"
+
+#include "cais/errors.h"
+
+namespace cais::gpu {
+
+HopperConfig HopperConfig::from_params(const Params& p) {
+  HopperConfig c;
+  c.num_sms = static_cast<std::uint32_t>(p.get_uint("gpu.num_sms"));
+  if (c.num_sms == 0) throw ConfigError("gpu.num_sms", "must be >= 1");
+  c.clock_ghz = p.get_positive("gpu.clock_mhz") / 1000.0;
+  c.tc_flops_per_cycle = p.get_positive("gpu.tc_flops_per_cycle_per_sm");
+  c.alu_flops_per_cycle = p.get_positive("gpu.alu_flops_per_cycle_per_sm");
+  c.tc_efficiency = p.get_positive("gpu.tc_efficiency");
+  if (c.tc_efficiency > 1) throw ConfigError("gpu.tc_efficiency", "must be in (0, 1]");
+  c.max_blocks_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_blocks_per_sm"));
+  c.max_threads_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_threads_per_sm"));
+  c.regs_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.regs_per_sm"));
+  c.smem_per_sm = static_cast<std::uint64_t>(p.get_positive("gpu.smem_per_sm_kb") * 1024.0);
+  c.l2_bytes = static_cast<std::uint64_t>(p.get_positive("gpu.l2_size_mb") * 1024.0 * 1024.0);
+  c.l2_bytes_per_ps = p.get_positive("gpu.l2_bw_gbps") / 1000.0;
+  c.l2_latency_ps = ns_to_ps(p.get_double("gpu.l2_latency_ns"));
+  c.sm_port_bytes_per_ps = p.get_positive("gpu.sm_l2_bytes_per_cycle") * c.clock_ghz / 1000.0;
+  const double hbm_eff = p.get_positive("gpu.hbm_efficiency");
+  if (hbm_eff > 1) throw ConfigError("gpu.hbm_efficiency", "must be in (0, 1]");
+  c.hbm_bytes_per_ps = p.get_positive("gpu.hbm_bw_gbps") * hbm_eff / 1000.0;
+  c.hbm_latency_ps = ns_to_ps(p.get_double("gpu.hbm_latency_ns"));
+  c.max_outstanding_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_outstanding_per_sm"));
+  c.dma_max_outstanding = static_cast<std::uint32_t>(p.get_uint("gpu.dma_max_outstanding"));
+  if (c.max_outstanding_per_sm == 0) throw ConfigError("gpu.max_outstanding_per_sm", "must be >= 1");
+  if (c.dma_max_outstanding == 0) throw ConfigError("gpu.dma_max_outstanding", "must be >= 1");
+  c.max_packet_bytes = static_cast<std::uint32_t>(p.get_uint("gpu.max_packet_bytes"));
+  if (c.max_packet_bytes < 32 || c.max_packet_bytes % 32 != 0)
+    throw ConfigError("gpu.max_packet_bytes", "must be a positive multiple of the 32 B sector");
+  const double skew = p.get_double("gpu.launch_skew_ns");
+  if (skew < 0) throw ConfigError("gpu.launch_skew_ns", "must be >= 0");
+  c.launch_skew_ps = ns_to_ps(skew);
+  c.block_jitter_frac = p.get_double("gpu.block_jitter_frac");
+  if (c.block_jitter_frac < 0 || c.block_jitter_frac > 0.5)
+    throw ConfigError("gpu.block_jitter_frac", "must be in [0, 0.5]");
+  c.tb_overhead_ps = ns_to_ps(p.get_double("gpu.tb_overhead_ns"));
+  c.kernel_launch_ps = ns_to_ps(p.get_double("gpu.kernel_launch_ns"));
+  return c;
+}
+
+}  // namespace cais::gpu

@@ -1,0 +1,117 @@
+#include "cais/gpu/workload.h"
+
+#include "cais/errors.h"
+
+namespace cais::gpu {
+
+std::uint32_t dtype_bytes(isa::DType d) {
+  switch (d) {
+    case isa::FP32: return 4;
+    case isa::FP8: return 1;
+    default: return 2;
+  }
+}
+
+const char* opcode_name(isa::Opcode op) {
+  static const std::string* names = [] {
+    auto* n = new std::string[64];
+    for (int i = 0; i < 64; ++i)
+      if (isa::Opcode_IsValid(i)) n[i] = isa::Opcode_Name(static_cast<isa::Opcode>(i));
+    return n;
+  }();
+  return names[static_cast<int>(op) & 63].c_str();
+}
+
+namespace {
+bool is_remote_op(isa::Opcode op) {
+  switch (op) {
+    case isa::LD_REMOTE: case isa::ST_REMOTE: case isa::LD_CAIS: case isa::RED_CAIS:
+    case isa::MM_LD_REDUCE: case isa::MM_ST: case isa::MM_RED: case isa::DMA_COPY: case isa::DMA_REDUCE:
+      return true;
+    default:
+      return false;
+  }
+}
+bool has_buffer(isa::Opcode op) {
+  return op != isa::MMA && op != isa::ALU && op != isa::BAR && op != isa::WAIT && op != isa::CAIS_SYNC &&
+         op != isa::LOOP && op != isa::ENDLOOP;
+}
+}  // namespace
+
+std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::uint32_t num_gpus) {
+  auto w = std::make_shared<Workload>();
+  if (!w->wl_.ParseFromString(bytes)) throw ConfigError("workload", "not a serialized cais.isa.Workload");
+  const auto& wl = w->wl_;
+  if (wl.launches_size() > 0 && wl.num_gpus() > num_gpus)
+    throw ConfigError("workload", "workload '" + wl.name() + "' needs " + std::to_string(wl.num_gpus()) +
+                                      " GPUs, the system has " + std::to_string(num_gpus));
+  std::uint64_t off = 0;
+  for (const auto& b : wl.buffers()) {
+    DecodedBuffer d;
+    d.b = &b;
+    d.base = off;
+    d.elem_bytes = dtype_bytes(b.dtype());
+    off += (b.bytes() + 4095) / 4096 * 4096;
+    w->buffers_.push_back(d);
+  }
+  w->heap_bytes_ = off;
+  if (off > kOffsetMask) throw ConfigError("workload", "buffers exceed the 1 TB per-GPU address space");
+  for (int ki = 0; ki < wl.kernels_size(); ++ki) {
+    const auto& k = wl.kernels(ki);
+    DecodedKernel dk;
+    dk.k = &k;
+    auto where = [&](int i) { return "kernel '" + k.name() + "' instruction " + std::to_string(i); };
+    if (k.grid_x() == 0 || k.grid_y() == 0) throw ConfigError("workload", "kernel '" + k.name() + "' has an empty grid");
+    dk.num_blocks = k.grid_x() * k.grid_y();
+    if (k.threads_per_block() == 0) throw ConfigError("workload", "kernel '" + k.name() + "' has 0 threads per block");
+    dk.match.assign(k.program_size(), 0);
+    std::vector<std::uint32_t> stack;
+    for (int i = 0; i < k.program_size(); ++i) {
+      const auto& ins = k.program(i);
+      if (ins.op() == isa::OP_UNSPECIFIED || !isa::Opcode_IsValid(ins.op()))
+        throw ConfigError("workload", where(i) + ": no opcode");
+      if (has_buffer(ins.op()) && ins.buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
+        throw ConfigError("workload", where(i) + ": buffer index out of range");
+      if ((ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE) &&
+          ins.src_buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
+        throw ConfigError("workload", where(i) + ": source buffer index out of range");
+      const bool mm = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
+      if (mm && !wl.buffers(ins.buffer()).multicast())
+        throw ConfigError("workload", where(i) + ": multimem needs a multicast buffer");
+      if (ins.op() == isa::FLAG_WAIT && ins.scope() == isa::REMOTE)
+        throw ConfigError("workload", where(i) + ": flag.wait on remote memory is not supported (signal instead)");
+      if (ins.op() == isa::MMA && (ins.m() == 0 || ins.n() == 0 || ins.k() == 0))
+        throw ConfigError("workload", where(i) + ": mma needs m, n, k");
+      if (is_remote_op(ins.op())) dk.uses_remote = true;
+      if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
+      if (ins.op() == isa::LOOP) {
+        stack.push_back(i);
+        dk.max_loop_depth = std::max<std::uint32_t>(dk.max_loop_depth, stack.size());
+      } else if (ins.op() == isa::ENDLOOP) {
+        if (stack.empty()) throw ConfigError("workload", where(i) + ": endloop without loop");
+        dk.match[i] = stack.back();
+        dk.match[stack.back()] = i;
+        stack.pop_back();
+      }
+    }
+    if (!stack.empty()) throw ConfigError("workload", "kernel '" + k.name() + "': loop not closed");
+    if (dk.max_loop_depth > 8) throw ConfigError("workload", "kernel '" + k.name() + "': loops nest deeper than 8");
+    w->kernels_.push_back(std::move(dk));
+  }
+  for (int li = 0; li < wl.launches_size(); ++li) {
+    const auto& la = wl.launches(li);
+    const std::string where = "launch " + std::to_string(li);
+    if (la.kernel() >= static_cast<std::uint32_t>(wl.kernels_size())) throw ConfigError("workload", where + ": kernel index out of range");
+    for (auto a : la.after())
+      if (a >= static_cast<std::uint32_t>(li)) throw ConfigError("workload", where + ": 'after' must name an earlier launch");
+    for (const auto& d : la.deps()) {
+      if (d.producer() >= static_cast<std::uint32_t>(li)) throw ConfigError("workload", where + ": dependency must name an earlier launch");
+      if (!d.all_blocks() && d.scale_den() == 0) throw ConfigError("workload", where + ": dependency needs scale_den > 0");
+    }
+    for (auto g : la.gpus())
+      if (g >= wl.num_gpus()) throw ConfigError("workload", where + ": GPU rank out of range");
+  }
+  return w;
+}
+
+}  // namespace cais::gpu
