@@ -19,6 +19,10 @@ class NvlsParams:
     """Switch processing time to replicate a multicast request (or an ld_reduce's reads)."""
     reduce_delay_ns: float = 4.0
     """Reduction-ALU latency from the last member's read response to the ld_reduce answer."""
+    member_acks: bool = False
+    """True: every member answers its multicast copy with MM_ACK and the switch sends the
+    issuer one MM_ACK when all are in (completion at memory, ack traffic modelled). False:
+    members send nothing; the switch acks the issuer when the copies leave."""
 
 
 @dataclass

@@ -165,6 +165,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_resp(SwitchContext& ctx, std::uint
   t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
   e.line_bytes = p.payload_bytes;
   e.payload_bytes = p.payload_bytes;
+  e.data_flits = p.flits;
   e.data_src = p.src;
   if (ctx.functional()) e.values.assign(p.values.begin(), p.values.end());
   e.state = State::kLoadReady;
@@ -201,7 +202,7 @@ void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) 
   q.inject_ps = w.inject_ps;
   q.origin = node_;
   q.payload_bytes = e.payload_bytes;
-  q.flits = cfg_.shape.flits(q.payload_bytes);
+  q.flits = e.data_flits;  // as the owner sized the line
   if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
   ctx.inject(r, w.in_port, cfg_.lookup_delay_ps);
 }
@@ -256,6 +257,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   e.packets = 1;
   e.group = q.group;
   e.payload_bytes = q.payload_bytes;
+  e.data_flits = q.flits;
   e.first_src = q.src;
   e.first_tag = q.tag;
   e.first_in_port = in_port;
@@ -285,7 +287,7 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
   q.inject_ps = e.first_inject_ps;
   q.origin = node_;
   q.payload_bytes = e.payload_bytes;
-  q.flits = cfg_.shape.flits(q.payload_bytes);
+  q.flits = e.data_flits;  // as the first contributor sized it
   if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
   ++t.st.merged_writes;
   if (complete) ++t.st.completions;
@@ -468,7 +470,8 @@ void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::ui
 
 void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix) const {
   for (std::uint32_t i = 0; i < tables_.size(); ++i) {
-    const std::string base = tables_.size() == 1 ? prefix + ".merge." : prefix + ".port" + std::to_string(i) + ".merge.";
+    // prefix is "<switch>.cais_merge": e.g. sw8.cais_merge.port5.hits (scope port) or sw8.cais_merge.hits.
+    const std::string base = tables_.size() == 1 ? prefix + "." : prefix + ".port" + std::to_string(i) + ".";
     const MergeTableStats& s = tables_[i].st;
     reg.counter(base + "hits", "requests", &s.hits);
     reg.counter(base + "misses", "requests", &s.misses);
@@ -484,8 +487,8 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
     reg.counter(base + "high_water_entries", "entries", &s.high_water_entries);
     reg.histogram(base + "wait", "ns", &s.wait_ns);
   }
-  reg.counter(prefix + ".merge.throttles", "packets", &throttles_sent_);
-  reg.counter(prefix + ".merge.unthrottles", "packets", &unthrottles_sent_);
+  reg.counter(prefix + ".throttles", "packets", &throttles_sent_);
+  reg.counter(prefix + ".unthrottles", "packets", &unthrottles_sent_);
 }
 
 void CaisMergeUnit::check_drained() const {

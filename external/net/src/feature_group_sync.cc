@@ -71,11 +71,11 @@ SwitchFeature::Verdict GroupSync::on_arrival(SwitchContext& ctx, std::uint32_t i
 }
 
 void GroupSync::register_stats(StatsRegistry& reg, const std::string& prefix) const {
-  reg.counter(prefix + ".group_sync.requests", "packets", &requests_);
-  reg.counter(prefix + ".group_sync.releases", "packets", &releases_);
-  reg.counter(prefix + ".group_sync.groups_released", "groups", &groups_released_);
-  reg.counter(prefix + ".group_sync.high_water_groups", "groups", &high_water_groups_);
-  reg.histogram(prefix + ".group_sync.wait", "ns", &wait_ns_);
+  reg.counter(prefix + ".requests", "packets", &requests_);
+  reg.counter(prefix + ".releases", "packets", &releases_);
+  reg.counter(prefix + ".groups_released", "groups", &groups_released_);
+  reg.counter(prefix + ".high_water_groups", "groups", &high_water_groups_);
+  reg.histogram(prefix + ".wait", "ns", &wait_ns_);
 }
 
 void GroupSync::check_drained() const {

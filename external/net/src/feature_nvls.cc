@@ -14,6 +14,7 @@ NvlsConfig NvlsConfig::from_params(const Params& p) {
   NvlsConfig c;
   c.multicast_delay_ps = feature_delay_ps(p, "net.nvls.multicast_delay_ns");
   c.reduce_delay_ps = feature_delay_ps(p, "net.nvls.reduce_delay_ns");
+  c.member_acks = p.get_bool("net.nvls.member_acks");
   c.shape = PacketShape::from_params(p);
   return c;
 }
@@ -85,13 +86,35 @@ void Nvls::multicast(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h, 
     q.inject_ps = orig.inject_ps;
     q.origin = node_;
     q.payload_bytes = orig.payload_bytes;
-    q.flits = cfg_.shape.flits(q.payload_bytes);
+    q.flits = orig.flits;
     if (ctx.functional()) q.values = orig.values;
     ctx.inject(c, in_port, cfg_.multicast_delay_ps);
   }
-  acks_[key] = AckWait{group_size, group_size, in_port, orig.inject_ps};
   ++multicasts_;
   copies_ += group_size;
+  if (cfg_.member_acks) {
+    acks_[key] = AckWait{group_size, group_size, in_port, orig.inject_ps};
+  } else {
+    send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.inject_ps, in_port, cfg_.multicast_delay_ps);
+  }
+}
+
+void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
+                    std::uint32_t members, TimePs inject_ps, std::uint32_t in_port, TimePs delay_ps) {
+  const PacketHandle r = ctx.new_packet();
+  Packet& q = ctx.packet(r);
+  q.type = proto::PKT_MM_ACK;
+  q.src = node_;
+  q.dst = issuer;
+  q.addr = addr;
+  q.tag = tag;
+  q.count = members;
+  q.inject_ps = inject_ps;
+  q.origin = node_;
+  q.payload_bytes = 0;
+  q.flits = cfg_.shape.flits(0);
+  ++acks_sent_;
+  ctx.inject(r, in_port, delay_ps);
 }
 
 SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
@@ -104,22 +127,9 @@ SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
   ctx.release(h);
   AckWait& w = it->second;
   if (--w.remaining > 0) return Verdict::kConsumed;
-  const PacketHandle r = ctx.new_packet();
-  Packet& q = ctx.packet(r);
-  q.type = proto::PKT_MM_ACK;
-  q.src = node_;
-  q.dst = issuer;
-  q.addr = addr;
-  q.tag = tag;
-  q.count = w.members;
-  q.inject_ps = w.inject_ps;
-  q.origin = node_;
-  q.payload_bytes = 0;
-  q.flits = cfg_.shape.flits(0);
-  const std::uint32_t port = w.in_port;
+  const AckWait done = w;
   acks_.erase(it);
-  ++acks_sent_;
-  ctx.inject(r, port, 0);
+  send_ack(ctx, issuer, addr, tag, done.members, done.inject_ps, done.in_port, 0);
   return Verdict::kConsumed;
 }
 
@@ -150,11 +160,12 @@ void Nvls::ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) 
     q.addr = orig.addr;
     q.tag = stag;
     q.group = orig.group;
-    q.aux = orig.count;  // bytes asked for (READ_REQ convention)
+    q.aux = orig.count;    // bytes asked for: READ_REQ convention of the traffic model...
+    q.count = orig.count;  // ...and of the collective model
     q.inject_ps = orig.inject_ps;
     q.origin = node_;
     q.payload_bytes = 0;
-    q.flits = cfg_.shape.flits(0);
+    q.flits = orig.flits;  // a read request as the requester sized its own
     ctx.inject(c, in_port, cfg_.multicast_delay_ps);
     ++reads_sent_;
   }
@@ -167,6 +178,7 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
   auto it = reads_.find(p.tag);
   if (it == reads_.end()) return Verdict::kForward;
   ReadWait& w = it->second;
+  w.resp_flits = p.flits;
   if (ctx.functional()) {
     if (w.remaining == w.members) {
       w.sum.assign(p.values.begin(), p.values.end());
@@ -192,7 +204,7 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
   q.inject_ps = w.inject_ps;
   q.origin = node_;
   q.payload_bytes = w.payload_bytes;
-  q.flits = cfg_.shape.flits(q.payload_bytes);
+  q.flits = w.resp_flits;  // as the members sized their responses
   if (ctx.functional()) q.values.swap(w.sum);
   const std::uint32_t port = w.in_port;
   reads_.erase(it);
@@ -201,12 +213,12 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
 }
 
 void Nvls::register_stats(StatsRegistry& reg, const std::string& prefix) const {
-  reg.counter(prefix + ".nvls.multicasts", "requests", &multicasts_);
-  reg.counter(prefix + ".nvls.dma_multicasts", "requests", &dma_multicasts_);
-  reg.counter(prefix + ".nvls.copies", "packets", &copies_);
-  reg.counter(prefix + ".nvls.ld_reduces", "requests", &ld_reduces_);
-  reg.counter(prefix + ".nvls.reads_sent", "packets", &reads_sent_);
-  reg.counter(prefix + ".nvls.acks_sent", "packets", &acks_sent_);
+  reg.counter(prefix + ".multicasts", "requests", &multicasts_);
+  reg.counter(prefix + ".dma_multicasts", "requests", &dma_multicasts_);
+  reg.counter(prefix + ".copies", "packets", &copies_);
+  reg.counter(prefix + ".ld_reduces", "requests", &ld_reduces_);
+  reg.counter(prefix + ".reads_sent", "packets", &reads_sent_);
+  reg.counter(prefix + ".acks_sent", "packets", &acks_sent_);
 }
 
 void Nvls::check_drained() const {

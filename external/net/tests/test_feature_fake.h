@@ -146,6 +146,7 @@ inline Params feature_params() {
   p.set_int("net.cais_merge.throttle_resume_entries", 32);
   p.set_double("net.nvls.multicast_delay_ns", 2.0);
   p.set_double("net.nvls.reduce_delay_ns", 4.0);
+  p.set_bool("net.nvls.member_acks", false);
   p.set_double("net.group_sync.process_delay_ns", 2.0);
   p.set_int("net.group_sync.table_entries", 4096);
   return p;

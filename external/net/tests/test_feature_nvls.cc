@@ -17,8 +17,17 @@ using testing::feature_params;
 
 constexpr TimePs kNs = 1000;
 
+Params nvls_params(bool member_acks) {
+  Params p = feature_params();
+  p.set_bool("net.nvls.member_acks", member_acks);
+  return p;
+}
+
 struct NvlsRig {
-  NvlsRig() : sw(8, true), nvls(NvlsConfig::from_params(feature_params()), sw.node_id()) { sw.add_feature(&nvls); }
+  explicit NvlsRig(bool member_acks = true)
+      : sw(8, true), nvls(NvlsConfig::from_params(nvls_params(member_acks)), sw.node_id()) {
+    sw.add_feature(&nvls);
+  }
   FakeSwitch sw;
   Nvls nvls;
 };
@@ -27,6 +36,7 @@ TEST(Nvls, MulticastStoreReachesEveryMemberAndAcksOnce) {
   NvlsRig r;
   const PacketHandle h = r.sw.make(proto::PKT_MM_ST, 2, 2, 0x4000, 8, 77);
   r.sw.packet(h).payload_bytes = 128;
+  r.sw.packet(h).flits = 9;
   r.sw.packet(h).values = {1, 2};
   r.sw.arrive(0, h);
   r.sw.run();
@@ -62,6 +72,25 @@ TEST(Nvls, MulticastStoreReachesEveryMemberAndAcksOnce) {
   EXPECT_NO_THROW(r.nvls.check_drained());
   EXPECT_EQ(r.nvls.copies(), 8u);
   EXPECT_EQ(r.nvls.acks_sent(), 1u);
+}
+
+TEST(Nvls, WithoutMemberAcksTheSwitchAcksAtReplication) {
+  NvlsRig r(false);
+  const PacketHandle h = r.sw.make(proto::PKT_MM_ST, 1, 1, 0x4000, 8, 5);
+  r.sw.arrive(0, h);
+  r.sw.run();
+  const auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 9u);
+  int acks = 0;
+  for (const auto& x : d)
+    if (x.p.type == proto::PKT_MM_ACK) {
+      ++acks;
+      EXPECT_EQ(x.p.dst, 1u);
+      EXPECT_EQ(x.p.count, 8u);
+    }
+  EXPECT_EQ(acks, 1);
+  EXPECT_TRUE(r.nvls.idle());
+  EXPECT_NO_THROW(r.nvls.check_drained());
 }
 
 TEST(Nvls, MulticastReductionToASubgroup) {

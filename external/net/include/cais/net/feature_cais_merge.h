@@ -121,6 +121,7 @@ class CaisMergeUnit : public SwitchFeature {
     std::uint32_t group = 0;
     std::uint32_t line_bytes = 0;    // bytes charged to the table
     std::uint32_t payload_bytes = 0; // data bytes (response / sum)
+  std::uint32_t data_flits = 0;    // flits of the data packet (as its GPU sized it)
     std::uint32_t first_src = 0, first_in_port = 0, data_src = 0;
     std::uint64_t first_tag = 0;
     TimePs first_inject_ps = 0;

@@ -10,9 +10,11 @@
 //                     requester, tag = a switch tag with bit 63 set, aux = bytes), reduces the
 //                     READ_RESPs (values summed element-wise in functional mode) and answers
 //                     the requester with one MM_LD_REDUCE_RESP (count = members reduced).
-// Completion as NVLS does it: each member answers a multicast copy with MM_ACK (dst = the
-// copy's src = the issuer, same addr and tag); the switch absorbs the members' acks and sends
-// the issuer one MM_ACK (count = members) when the last one is in.
+// Completion: the issuer of a multicast gets exactly one MM_ACK (count = members). With
+// member_acks (NVLS's completion at memory) each member answers its copy with MM_ACK (dst = the
+// copy's src = the issuer, same addr and tag) and the switch absorbs those acks and answers
+// the issuer when the last is in; without, members send nothing and the switch acks the issuer
+// as soon as the copies leave (completion at the switch; no ack traffic on member links).
 // The group of a request is GPUs [base, base + aux), base = src / aux * aux (CONTRACTS.md);
 // MM_LD_REDUCE_REQ carries the bytes it asks for in `count`.
 //
@@ -51,6 +53,7 @@ inline std::uint32_t dma_group_size(std::uint32_t aux) { return aux & 0xffffu; }
 struct NvlsConfig {
   TimePs multicast_delay_ps = 0;  // replication of a multicast request into its copies
   TimePs reduce_delay_ps = 0;     // reduction of the last read response of an ld_reduce
+  bool member_acks = false;       // members ack copies; else the switch acks at replication
   PacketShape shape;
   static NvlsConfig from_params(const Params& p);
 };
@@ -76,7 +79,7 @@ class Nvls : public SwitchFeature {
   };
   struct ReadWait {
     std::uint32_t requester = 0, remaining = 0, members = 0, in_port = 0, group = 0, aux = 0;
-    std::uint32_t payload_bytes = 0;
+    std::uint32_t payload_bytes = 0, resp_flits = 0;
     std::uint64_t addr = 0, tag = 0;
     TimePs inject_ps = 0;
     std::vector<double> sum;
@@ -86,6 +89,8 @@ class Nvls : public SwitchFeature {
                  std::uint32_t copy_aux);
   void ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
   Verdict on_ack(SwitchContext& ctx, PacketHandle h);
+  void send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
+                std::uint32_t members, TimePs inject_ps, std::uint32_t in_port, TimePs delay_ps);
   Verdict on_read_resp(SwitchContext& ctx, PacketHandle h);
   std::uint32_t group_base(SwitchContext& ctx, std::uint32_t src, std::uint32_t size) const;
 
