@@ -1,6 +1,7 @@
 // In-memory packet, pooled. Mirrors proto Packet; converted only at process boundaries.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "cais/time.h"
@@ -38,6 +39,8 @@ struct Packet {
 };
 
 // Free-list pool: packets are recycled, so the hot path never allocates once warmed up.
+// Slots live in a deque so that a Packet& stays valid when alloc() grows the pool (code that
+// holds a reference across new_packet(), e.g. InputBuffer::pop's credit, stays correct).
 class PacketPool {
  public:
   PacketHandle alloc() {
@@ -65,7 +68,7 @@ class PacketPool {
   std::size_t live() const { return live_; }
 
  private:
-  std::vector<Packet> slots_;
+  std::deque<Packet> slots_;
   std::vector<PacketHandle> free_;
   std::size_t live_ = 0;
 };
