@@ -229,8 +229,9 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   schedule(tail, kPortFree, out, in);
   ++forwarded_;
   residence_ns_.add(static_cast<double>(tail - e.tail_ps) / 1000.0);
-  head_changed(in, vc);
+  // Older waiters get the released downstream VC before this VC's next head asks for it.
   wake_vc_waiters(out);
+  head_changed(in, vc);
 }
 
 void NvSwitch::wake_vc_waiters(std::uint32_t out) {
