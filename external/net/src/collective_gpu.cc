@@ -1,0 +1,559 @@
+// GPU model "collective": executes one NCCL-like collective as real packet traffic through the
+// switches (ring all_reduce / all_gather / reduce_scatter, NVLS all_reduce one- and two-shot).
+//
+// What is modelled, and why (NCCL 2.18-2.21, src/device/prims_simple.h, all_reduce.h):
+//   * channels: one NCCL channel is one CTA; each executes its schedule (collective_schedule.h)
+//     sequentially, slice by slice.
+//   * ring, Simple protocol: a slice is sent as posted NVLink writes of up to
+//     collective.packet_bytes (128 B); every write is acknowledged by the receiver (an NVLink
+//     write response, one header flit per 128 B packet). After its data the CTA fences
+//     (__threadfence_system: waits for the write responses) and posts the tail flag (an 8 B
+//     write) to the next rank; the next rank's CTA may consume the slice only once that flag has
+//     arrived (synchronisation through the data itself), and after consuming it posts the head
+//     flag back, which frees one of collective.buffer_slices buffer slots (NCCL_STEPS /
+//     SLICESTEPS) the sender may have in flight.
+//   * NVLS: the reduce warps of each channel issue multimem.ld_reduce (MM_LD_REDUCE_REQ) of
+//     up to collective.nvls_outstanding_bytes in flight (memory-level parallelism of those warps)
+//     and multimem.st (MM_ST) each reduced packet to the multicast group as soon as it returns.
+//     The switch (NVLS feature) reads every member with READ_REQ, which this node answers.
+//   * bulk packets: collective.packet_multiple = N merges N consecutive 128 B packets into one
+//     simulated packet that occupies the wire exactly as the N packets would (N headers), so
+//     bytes on links are identical and only arbitration granularity changes (test: converges as
+//     N -> 1).
+// Functional mode (collective.functional): packets carry float values (4 B elements); every rank
+// checks its output against the sums computed in closed form and counts mismatches.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <sstream>
+
+#include "cais/engine_host.h"
+#include "cais/errors.h"
+#include "cais/link.h"
+#include "cais/net/collective_schedule.h"
+#include "cais/routing.h"
+#include "cais/sim.h"
+
+namespace cais::net {
+namespace {
+
+enum EventKind : std::uint32_t { kPortFree = 2, kStart = 3 };
+constexpr std::uint32_t kReqVc = 0, kRespVc = 1;
+constexpr std::uint64_t kElemBytes = 4;
+constexpr std::uint64_t kFlagBytes = 8;
+constexpr std::uint64_t kOffsetMask = (1ull << 39) - 1;
+constexpr std::uint64_t kFlagSpace = 1ull << 39;
+constexpr std::uint64_t kMulticastSpace = 1ull << 47;
+
+// tag layout: [0,16) channel, [16,18) kind, 18 final-data bit, [32,64) flag sequence number
+enum TagKind : std::uint64_t { kData = 0, kTail = 1, kHead = 2 };
+inline std::uint64_t make_tag(std::uint32_t ch, TagKind k, bool fin, std::uint64_t seq) {
+  return ch | (static_cast<std::uint64_t>(k) << 16) | (static_cast<std::uint64_t>(fin) << 18) | (seq << 32);
+}
+inline std::uint32_t tag_channel(std::uint64_t t) { return static_cast<std::uint32_t>(t & 0xffff); }
+inline TagKind tag_kind(std::uint64_t t) { return static_cast<TagKind>((t >> 16) & 3); }
+inline bool tag_final(std::uint64_t t) { return (t >> 18) & 1; }
+inline std::uint64_t tag_seq(std::uint64_t t) { return t >> 32; }
+
+// Input value of element i on rank r: small integers, so every sum is exact in floating point.
+inline double input_value(std::uint32_t r, std::uint64_t i) { return static_cast<double>((r + 1) * 3 + (i % 101)); }
+
+class CollectiveGpu : public NodeComponent {
+ public:
+  CollectiveGpu(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+    const Params& p = sim.params();
+    op_ = parse_coll_op(p.get_string("collective.op"));
+    algo_ = parse_coll_algo(p.get_string("collective.algo"));
+    nvls_one_shot_ = p.get_enum("collective.nvls_variant", {"two_shot", "one_shot"}) == "one_shot";
+    bytes_ = p.get_uint("collective.bytes");
+    channels_ = static_cast<std::uint32_t>(p.get_uint("collective.channels"));
+    const std::uint64_t chunk = p.get_uint("collective.chunk_bytes");
+    const auto slices = static_cast<std::uint32_t>(p.get_uint("collective.slices_per_chunk"));
+    slots_ = p.get_uint("collective.buffer_slices");
+    const std::uint64_t nvls_chunk = p.get_uint("collective.nvls_chunk_bytes");
+    nvls_outstanding_ = p.get_uint("collective.nvls_outstanding_bytes");
+    packet_bytes_ = p.get_uint("collective.packet_bytes");
+    const std::uint64_t multiple = p.get_uint("collective.packet_multiple");
+    functional_ = p.get_bool("collective.functional");
+    start_ps_ = ns_to_ps(p.get_double("collective.start_ns"));
+    flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
+    header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
+    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
+    const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+    if (vcs < 2) throw ConfigError("net.vcs_per_port", "the collective GPU model needs >= 2 (requests, responses)");
+    if (packet_bytes_ == 0 || packet_bytes_ % kElemBytes) throw ConfigError("collective.packet_bytes", "must be a positive multiple of 4");
+    if (multiple == 0) throw ConfigError("collective.packet_multiple", "must be >= 1");
+    if (slots_ == 0) throw ConfigError("collective.buffer_slices", "must be >= 1");
+    if (algo_ == CollAlgo::kNvls && nvls_outstanding_ == 0) throw ConfigError("collective.nvls_outstanding_bytes", "must be > 0");
+    if (channels_ == 0 || channels_ > 0xffff) throw ConfigError("collective.channels", "must be in 1..65535");
+    bulk_bytes_ = packet_bytes_ * multiple;
+    if (wire_flits(bulk_bytes_) > depth)
+      throw ConfigError("collective.packet_multiple", "a bulk packet of " + std::to_string(wire_flits(bulk_bytes_)) +
+                                                          " flits does not fit a VC of net.vc_depth_flits=" + std::to_string(depth));
+    nranks_ = sim.num_gpus();
+    if (nranks_ < 2) throw ConfigError("system.gpus", "a collective needs at least 2 GPUs");
+    if (node_ >= nranks_) throw ConfigError("topology", "GPU node ids must be 0..G-1");
+
+    if (algo_ == CollAlgo::kRing) {
+      RingParams rp;
+      rp.op = op_;
+      rp.nranks = nranks_;
+      rp.bytes = bytes_;
+      rp.channels = channels_;
+      rp.chunk_bytes = chunk;
+      rp.slices_per_chunk = slices;
+      rp.align_bytes = 16;
+      ring_ = build_ring_schedule(rp, node_);
+      space_bytes_ = ring_.space_bytes;
+      shard_bytes_ = ring_.shard_bytes;
+      chans_.resize(channels_);
+      for (std::uint32_t c = 0; c < channels_; ++c) {
+        std::uint64_t sends = 0, recvs = 0;
+        for (const auto& o : ring_.channels[c]) {
+          sends += prim_send(o.prim);
+          recvs += prim_recv(o.prim);
+        }
+        chans_[c].tails.assign(recvs, 0);
+        chans_[c].heads.assign(sends, 0);
+      }
+    } else {
+      if (op_ != CollOp::kAllReduce) throw ConfigError("collective.algo", "nvls is modelled for all_reduce only");
+      nvls_ = build_nvls_schedule(bytes_, nranks_, node_, channels_, nvls_chunk, nvls_one_shot_, 16);
+      space_bytes_ = shard_bytes_ = bytes_;
+      nvls_chans_.resize(channels_);
+      for (std::uint32_t c = 0; c < channels_; ++c)
+        for (const auto& r : nvls_[c]) nvls_load_total_ += r.bytes;
+    }
+    if (functional_) {
+      const std::uint64_t elems = space_bytes_ / kElemBytes;
+      if (space_bytes_ % kElemBytes) throw ConfigError("collective.bytes", "functional mode needs a multiple of 4 bytes");
+      if (elems > (1ull << 26)) throw ConfigError("collective.functional", "functional mode is for small sizes (<= 256 MB)");
+      out_vals_.assign(elems, std::nan(""));
+      if (algo_ == CollAlgo::kRing) {
+        rs_in_.assign(elems, std::nan(""));
+        ag_in_.assign(elems, std::nan(""));
+      }
+    }
+
+    rng_weights(sim, vcs, depth);
+    const std::string pre = name() + ".collective";
+    sim.stats().value(pre + ".finish_time", "ps", [this] { return static_cast<double>(finish_ps_); });
+    sim.stats().counter(pre + ".data_tx_bytes", "B", &data_tx_bytes_);
+    sim.stats().counter(pre + ".data_rx_bytes", "B", &data_rx_bytes_);
+    sim.stats().counter(pre + ".flags_tx", "packets", &flags_tx_);
+    sim.stats().counter(pre + ".ld_reduce_bytes", "B", &nvls_loads_done_);
+    sim.stats().counter(pre + ".multicast_rx_bytes", "B", &mc_rx_bytes_);
+    sim.stats().counter(pre + ".reads_served_bytes", "B", &reads_served_bytes_);
+    sim.stats().counter(pre + ".functional_checked", "elements", &checked_);
+    sim.stats().counter(pre + ".functional_errors", "elements", &errors_);
+    schedule(start_ps_, kStart);
+  }
+
+  void handle(const Event& e) override {
+    switch (e.kind) {
+      case kPacketArrival: return on_arrival(static_cast<PacketHandle>(e.arg));
+      case kPortFree: return pump(e.arg32);
+      case kStart:
+        if (algo_ == CollAlgo::kRing)
+          for (std::uint32_t c = 0; c < channels_; ++c) ring_advance(c);
+        else
+          for (std::uint32_t c = 0; c < channels_; ++c) nvls_issue(c);
+        update_finish();
+        return;
+      default: throw InvariantError(name() + ": unknown event");
+    }
+  }
+
+  bool done() const override { return finished_; }
+
+  std::string blocked_reason() const override {
+    if (finished_) return {};
+    std::ostringstream os;
+    if (algo_ == CollAlgo::kRing) {
+      for (std::uint32_t c = 0; c < channels_; ++c) {
+        const auto& ch = chans_[c];
+        if (ch.pc < ring_.channels[c].size()) {
+          os << "channel " << c << " at slice " << ch.pc << "/" << ring_.channels[c].size() << " (tails " << ch.tail_contig
+             << ", heads " << ch.head_contig << ", sent " << ch.send_idx << ", unacked " << ch.unacked
+             << (ch.fencing ? ", fencing" : "") << ")";
+          return os.str();
+        }
+      }
+      os << "acks outstanding: " << unacked_total_;
+    } else {
+      os << "ld_reduce " << nvls_loads_done_ << "/" << nvls_load_total_ << " B, multicast received " << mc_rx_bytes_ << "/"
+         << (nvls_one_shot_ ? 0 : bytes_) << " B";
+    }
+    return os.str();
+  }
+
+  void check_drained() const override {
+    for (const auto& o : out_)
+      if (o.connected() && !o.all_credits_home()) throw InvariantError(name() + ": credits not returned at end of run");
+    if (!finished_) throw InvariantError(name() + ": collective incomplete: " + blocked_reason());
+  }
+
+ private:
+  struct RingChan {
+    std::size_t pc = 0;
+    bool fencing = false;
+    std::uint64_t send_idx = 0, recv_idx = 0, unacked = 0;
+    std::vector<std::uint8_t> tails, heads;
+    std::uint64_t tail_contig = 0, head_contig = 0;
+  };
+  struct NvlsChan {
+    std::size_t ri = 0;
+    std::uint64_t ro = 0, inflight = 0;
+  };
+
+  void rng_weights(Sim& sim, std::uint32_t vcs, std::uint32_t depth) {
+    const auto& info = sim.node(node_);
+    std::vector<std::uint32_t> weights;
+    out_.resize(info.out.size());
+    in_.resize(info.out.size());
+    queues_.resize(info.out.size());
+    for (std::uint32_t port = 0; port < info.out.size(); ++port) {
+      out_[port].init(info.out[port], vcs, depth, flit_bytes_, 1000000);
+      in_[port].init(node_, port, info.out[port], vcs, depth, 0);
+      weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
+      out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");
+    }
+    planes_ = PlaneHash(weights, 128);
+  }
+
+  // Flits of `payload` bytes sent as ceil(payload / packet_bytes) NVLink packets.
+  std::uint32_t wire_flits(std::uint64_t payload) const {
+    if (payload == 0) return header_flits_;
+    const std::uint64_t full = payload / packet_bytes_, rest = payload % packet_bytes_;
+    std::uint64_t f = full * flits_for(static_cast<std::uint32_t>(packet_bytes_), flit_bytes_, header_flits_);
+    if (rest) f += flits_for(static_cast<std::uint32_t>(rest), flit_bytes_, header_flits_);
+    return static_cast<std::uint32_t>(f);
+  }
+  std::uint32_t subpackets(std::uint64_t payload) const {
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (payload + packet_bytes_ - 1) / packet_bytes_));
+  }
+  std::uint32_t next_rank() const { return (node_ + 1) % nranks_; }
+  std::uint32_t prev_rank() const { return (node_ + nranks_ - 1) % nranks_; }
+
+  PacketHandle make(PacketType t, std::uint32_t dst, std::uint64_t addr, std::uint64_t payload, std::uint32_t flits,
+                    std::uint64_t tag) {
+    const PacketHandle h = sim_.new_packet(*this);
+    Packet& p = sim_.packets()[h];
+    p.type = t;
+    p.src = node_;
+    p.dst = dst;
+    p.addr = addr;
+    p.payload_bytes = static_cast<std::uint32_t>(payload);
+    p.flits = flits;
+    p.tag = tag;
+    p.inject_ps = sim_.now();
+    return h;
+  }
+
+  void enqueue(PacketHandle h, std::uint32_t vc) {
+    const std::uint32_t port = planes_.plane(sim_.packets()[h].addr);
+    queues_[port][vc].push_back(h);
+    pump(port);
+  }
+
+  void pump(std::uint32_t port) {
+    OutputChannel& ch = out_[port];
+    if (!ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
+    for (std::uint32_t vc : {kRespVc, kReqVc}) {
+      auto& q = queues_[port][vc];
+      if (q.empty() || !ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
+      const PacketHandle h = q.front();
+      q.pop_front();
+      const TimePs free_at = ch.transmit(sim_, *this, h, vc);
+      schedule(free_at, kPortFree, 0, port);
+      return;
+    }
+  }
+
+  // ------------------------------------------------------------------ functional values
+  // Value the primitive sends / writes for element i (the reduce/gather buffers hold what
+  // arrived from the previous rank).
+  double recv_val(Prim prim, std::uint64_t i) const { return prim_reduce(prim) ? rs_in_[i] : ag_in_[i]; }
+  double result_val(Prim prim, std::uint64_t i) const {
+    switch (prim) {
+      case Prim::kSend:
+      case Prim::kCopySend: return input_value(node_, i);
+      case Prim::kRecvReduceSend:
+      case Prim::kRecvReduceCopySend:
+      case Prim::kRecvReduceCopy: return rs_in_[i] + input_value(node_, i);
+      default: return ag_in_[i];
+    }
+  }
+  double expected(std::uint64_t i) const {
+    if (op_ == CollOp::kAllGather) return input_value(static_cast<std::uint32_t>(i * kElemBytes / shard_bytes_), i);
+    double s = 0;
+    for (std::uint32_t r = 0; r < nranks_; ++r) s += input_value(r, i);
+    return s;
+  }
+
+  // ------------------------------------------------------------------ ring
+  void ring_advance(std::uint32_t c) {
+    RingChan& ch = chans_[c];
+    const auto& ops = ring_.channels[c];
+    while (!ch.fencing && ch.pc < ops.size()) {
+      const SliceOp& op = ops[ch.pc];
+      const bool rv = prim_recv(op.prim), sd = prim_send(op.prim);
+      if (rv && ch.tail_contig <= ch.recv_idx) return;           // data not there yet
+      if (sd && ch.send_idx >= ch.head_contig + slots_) return;  // no free slot at the receiver
+      if (functional_ && prim_writes_output(op.prim))
+        for (std::uint64_t i = op.offset / kElemBytes; i < (op.offset + op.bytes) / kElemBytes; ++i)
+          out_vals_[i] = result_val(op.prim, i);
+      if (sd && op.bytes) {
+        const bool fin = prim_sends_final(op.prim);
+        for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_) {
+          const std::uint64_t b = std::min<std::uint64_t>(bulk_bytes_, op.bytes - off);
+          const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
+          const PacketHandle h = make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b), make_tag(c, kData, fin, 0));
+          if (functional_) {
+            auto& v = sim_.packets()[h].values;
+            for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
+              v.push_back(result_val(op.prim, i));
+          }
+          data_tx_bytes_ += b;
+          ++ch.unacked;
+          ++unacked_total_;
+          enqueue(h, kReqVc);
+        }
+        ch.fencing = true;  // __threadfence_system before the tail flag
+        return;
+      }
+      ring_post(c);
+    }
+    update_finish();
+  }
+
+  void send_flag(std::uint32_t dst, std::uint32_t c, TagKind k, std::uint64_t seq) {
+    const std::uint64_t addr = (static_cast<std::uint64_t>(dst) << 40) | kFlagSpace | (static_cast<std::uint64_t>(c) << 20) |
+                               (static_cast<std::uint64_t>(k) << 16);
+    const PacketHandle h = make(proto::PKT_WRITE, dst, addr, kFlagBytes, wire_flits(kFlagBytes), make_tag(c, k, false, seq));
+    ++flags_tx_;
+    ++unacked_total_;
+    enqueue(h, kReqVc);
+  }
+
+  void ring_post(std::uint32_t c) {
+    RingChan& ch = chans_[c];
+    const SliceOp& op = ring_.channels[c][ch.pc];
+    if (prim_send(op.prim)) send_flag(next_rank(), c, kTail, ch.send_idx++);
+    if (prim_recv(op.prim)) send_flag(prev_rank(), c, kHead, ch.recv_idx++);
+    ++ch.pc;
+    ch.fencing = false;
+  }
+
+  static void mark(std::vector<std::uint8_t>& v, std::uint64_t& contig, std::uint64_t seq) {
+    if (seq >= v.size() || v[seq]) throw InvariantError("collective: unexpected flag sequence number");
+    v[seq] = 1;
+    while (contig < v.size() && v[contig]) ++contig;
+  }
+
+  void on_write(PacketHandle h) {
+    const Packet& p = sim_.packets()[h];
+    const std::uint32_t c = tag_channel(p.tag);
+    if (c >= chans_.size()) throw InvariantError(name() + ": write for unknown channel");
+    switch (tag_kind(p.tag)) {
+      case kData: {
+        data_rx_bytes_ += p.payload_bytes;
+        if (functional_) {
+          auto& buf = tag_final(p.tag) ? ag_in_ : rs_in_;
+          const std::uint64_t first = (p.addr & kOffsetMask) / kElemBytes;
+          if (p.values.size() * kElemBytes != p.payload_bytes) throw InvariantError(name() + ": data packet without values");
+          for (std::size_t k = 0; k < p.values.size(); ++k) buf[first + k] = p.values[k];
+        }
+        return;
+      }
+      case kTail: mark(chans_[c].tails, chans_[c].tail_contig, tag_seq(p.tag)); break;
+      case kHead: mark(chans_[c].heads, chans_[c].head_contig, tag_seq(p.tag)); break;
+    }
+    ring_advance(c);
+  }
+
+  void on_write_ack(std::uint64_t tag) {
+    --unacked_total_;
+    if (tag_kind(tag) == kData) {
+      const std::uint32_t c = tag_channel(tag);
+      RingChan& ch = chans_[c];
+      if (ch.unacked == 0) throw InvariantError(name() + ": unexpected write ack");
+      if (--ch.unacked == 0 && ch.fencing) {
+        ring_post(c);
+        ring_advance(c);
+      }
+    }
+    update_finish();
+  }
+
+  // ------------------------------------------------------------------ NVLS
+  void nvls_issue(std::uint32_t c) {
+    NvlsChan& ch = nvls_chans_[c];
+    const auto& ranges = nvls_[c];
+    while (ch.ri < ranges.size() && ch.inflight < nvls_outstanding_) {
+      const NvlsRange& r = ranges[ch.ri];
+      const std::uint64_t b = std::min<std::uint64_t>(bulk_bytes_, r.bytes - ch.ro);
+      const PacketHandle h = make(proto::PKT_MM_LD_REDUCE_REQ, node_, kMulticastSpace | (r.offset + ch.ro), 0,
+                                  subpackets(b) * header_flits_, make_tag(c, kData, false, 0));
+      Packet& p = sim_.packets()[h];
+      p.aux = nranks_;                         // multicast group: GPUs [0, n)
+      p.count = static_cast<std::uint32_t>(b);  // bytes to load
+      ch.inflight += b;
+      ch.ro += b;
+      if (ch.ro == r.bytes) {
+        ++ch.ri;
+        ch.ro = 0;
+      }
+      enqueue(h, kReqVc);
+    }
+  }
+
+  void on_ld_reduce_resp(PacketHandle in) {
+    const std::uint64_t tag = sim_.packets()[in].tag;
+    const std::uint32_t c = tag_channel(tag);
+    if (c >= nvls_chans_.size()) throw InvariantError(name() + ": ld_reduce response for unknown channel");
+    const std::uint64_t b = sim_.packets()[in].payload_bytes;
+    nvls_chans_[c].inflight -= b;
+    nvls_loads_done_ += b;
+    const std::uint64_t off = sim_.packets()[in].addr & kOffsetMask;
+    if (nvls_one_shot_) {
+      if (functional_) store_values(off, sim_.packets()[in]);
+    } else {
+      const PacketHandle h = make(proto::PKT_MM_ST, node_, kMulticastSpace | off, b, wire_flits(b), tag);
+      Packet& s = sim_.packets()[h];
+      s.aux = nranks_;
+      if (functional_) s.values = sim_.packets()[in].values;
+      enqueue(h, kReqVc);
+    }
+    nvls_issue(c);
+    update_finish();
+  }
+
+  void store_values(std::uint64_t off, const Packet& p) {
+    if (p.values.size() * kElemBytes != p.payload_bytes) throw InvariantError(name() + ": NVLS packet without values");
+    const std::uint64_t first = off / kElemBytes;
+    for (std::size_t k = 0; k < p.values.size(); ++k) out_vals_[first + k] = p.values[k];
+  }
+
+  void serve_read(PacketHandle in) {
+    // The switch reads this GPU's copy of a multicast line (multimem.ld_reduce).
+    const std::uint64_t b = sim_.packets()[in].count;
+    const PacketHandle r = make(proto::PKT_READ_RESP, sim_.packets()[in].src, sim_.packets()[in].addr, b, wire_flits(b),
+                                sim_.packets()[in].tag);
+    const Packet& p = sim_.packets()[in];
+    Packet& q = sim_.packets()[r];
+    q.origin = p.origin;
+    q.group = p.group;
+    q.aux = p.aux;
+    q.count = p.count;
+    q.inject_ps = p.inject_ps;
+    if (functional_) {
+      const std::uint64_t first = (p.addr & kOffsetMask) / kElemBytes;
+      for (std::uint64_t i = first; i < first + b / kElemBytes; ++i) q.values.push_back(input_value(node_, i));
+    }
+    reads_served_bytes_ += b;
+    enqueue(r, kRespVc);
+  }
+
+  // ------------------------------------------------------------------ arrivals
+  // Note: allocating a packet may move the pool, so no Packet& is held across new_packet().
+  void on_arrival(PacketHandle h) {
+    const std::uint32_t port = sim_.packets()[h].hop_port;
+    if (sim_.packets()[h].type == proto::PKT_CREDIT) {
+      const Packet& p = sim_.packets()[h];
+      out_[port].return_credits(p.vc, p.count);
+      sim_.packets().release(h);
+      pump(port);
+      return;
+    }
+    in_[port].accept(sim_, h);
+    in_[port].pop(sim_, *this, sim_.packets()[h].vc);  // the GPU sinks packets at line rate
+    const PacketType type = sim_.packets()[h].type;
+    switch (type) {
+      case proto::PKT_WRITE: {
+        const Packet& p = sim_.packets()[h];
+        const std::uint32_t src = p.src;
+        const std::uint64_t addr = p.addr, tag = p.tag;
+        const std::uint32_t flits = subpackets(p.payload_bytes) * header_flits_;
+        on_write(h);
+        enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), kRespVc);
+        break;
+      }
+      case proto::PKT_WRITE_ACK: on_write_ack(sim_.packets()[h].tag); break;
+      case proto::PKT_READ_REQ: serve_read(h); break;
+      case proto::PKT_MM_LD_REDUCE_RESP: on_ld_reduce_resp(h); break;
+      case proto::PKT_MM_ST: {
+        const Packet& p = sim_.packets()[h];
+        mc_rx_bytes_ += p.payload_bytes;
+        if (functional_) store_values(p.addr & kOffsetMask, p);
+        update_finish();
+        break;
+      }
+      case proto::PKT_MM_ACK: break;
+      default: throw InvariantError(name() + ": unexpected packet type " + proto::PacketType_Name(type));
+    }
+    sim_.packets().release(h);
+  }
+
+  void update_finish() {
+    if (finished_) return;
+    if (algo_ == CollAlgo::kRing) {
+      if (unacked_total_ != 0) return;
+      for (std::uint32_t c = 0; c < channels_; ++c)
+        if (chans_[c].pc < ring_.channels[c].size()) return;
+    } else {
+      if (nvls_loads_done_ != nvls_load_total_) return;
+      if (!nvls_one_shot_ && mc_rx_bytes_ != bytes_) return;
+    }
+    finished_ = true;
+    finish_ps_ = sim_.now();
+    if (functional_) verify();
+  }
+
+  void verify() {
+    std::uint64_t lo = 0, hi = space_bytes_ / kElemBytes;
+    if (op_ == CollOp::kReduceScatter) {
+      lo = node_ * shard_bytes_ / kElemBytes;
+      hi = lo + shard_bytes_ / kElemBytes;
+    }
+    for (std::uint64_t i = lo; i < hi; ++i) {
+      ++checked_;
+      if (!(out_vals_[i] == expected(i))) ++errors_;
+    }
+  }
+
+  std::uint32_t node_;
+  CollOp op_ = CollOp::kAllReduce;
+  CollAlgo algo_ = CollAlgo::kRing;
+  bool nvls_one_shot_ = false, functional_ = false, finished_ = false;
+  std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
+  std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
+  std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
+  TimePs start_ps_ = 0, finish_ps_ = 0;
+  RingSchedule ring_;
+  std::vector<RingChan> chans_;
+  std::vector<std::vector<NvlsRange>> nvls_;
+  std::vector<NvlsChan> nvls_chans_;
+  std::uint64_t nvls_load_total_ = 0, nvls_loads_done_ = 0, mc_rx_bytes_ = 0, reads_served_bytes_ = 0;
+  std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
+  std::uint64_t checked_ = 0, errors_ = 0;
+  std::vector<double> out_vals_, rs_in_, ag_in_;
+  PlaneHash planes_;
+  std::vector<OutputChannel> out_;
+  std::vector<InputBuffer> in_;
+  std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;
+};
+
+const bool registered = [] {
+  NodeFactory f;
+  f.engine = "gpu";
+  f.param_prefixes = {"collective."};
+  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<CollectiveGpu>(sim, node); };
+  NodeRegistry::instance().add(proto::NODE_GPU, "collective", std::move(f));
+  return true;
+}();
+
+}  // namespace
+}  // namespace cais::net
