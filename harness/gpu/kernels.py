@@ -63,9 +63,18 @@ def add_buffer(wl, name: str, nbytes: int, dtype=isa.BF16, multicast: bool = Fal
 # ---------------------------------------------------------------- GEMM
 @dataclass(frozen=True)
 class GemmConfig:
+    """Tile shape, split-K factor and schedule of one GEMM.
+
+    schedule 'dp': data-parallel waves of tiles, each K range split `split` ways (split > 1:
+    concurrent slice kernels + a reduction whose blocks depend on the slices' blocks).
+    schedule 'dp_sk': cuBLAS/CUTLASS stream-K hybrid: full rows of tiles run data-parallel, the
+    tail tiles of the last partial wave are split `split` ways so they fill the idle SMs, and
+    a dependent fix-up kernel sums their partials."""
+
     tm: int
     tn: int
     split: int = 1
+    schedule: str = "dp"
     stages: int = 4
     cluster: int = 2
 
@@ -76,6 +85,9 @@ class GemmConfig:
     @property
     def threads(self) -> int:
         return 384 if self.tm * self.tn >= 128 * 256 else 256
+
+    def describe(self) -> str:
+        return f"{self.tm}x{self.tn} {self.schedule} split{self.split}"
 
 
 CANDIDATE_TILES = [(128, 256), (256, 128), (128, 128)]
@@ -92,60 +104,106 @@ def _params(p: GpuParams | dict | None) -> GpuParams:
     return GpuParams(**kw)
 
 
+def _tail(M: int, N: int, num_sms: int, c: GemmConfig) -> tuple[int, int, int]:
+    """(data-parallel rows of tiles, tail tiles, tail split) of a dp_sk schedule."""
+    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    tiles = gx * gy
+    rows_dp = (tiles // num_sms) * num_sms // gx
+    tail = tiles - rows_dp * gx
+    split = max(1, min(8, num_sms // max(tail, 1)))
+    return rows_dp, tail, split
+
+
 def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: GpuParams | dict | None = None) -> float:
     """Analytical time of one configuration (the heuristic's cost model, not the simulation)."""
     p = _params(p)
     clk = p.clock_mhz * 1e6
-    tiles = math.ceil(M / c.tm) * math.ceil(N / c.tn)
-    kt = math.ceil(math.ceil(K / c.split) / TK)
-    blocks = tiles * c.split
-    active = min(blocks, num_sms)
+    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    kts = math.ceil(K / TK)
     mma_s = 2 * c.tm * c.tn * TK / (p.tc_flops_per_cycle_per_sm * p.tc_efficiency * clk)
-    step_bytes = (c.tm + c.tn / c.cluster) * TK * ELEM
-    l2_s = active * step_bytes / (p.l2_bw_gbps * 1e9)
-    port_s = step_bytes / (p.sm_l2_bytes_per_cycle * clk)
-    step = max(mma_s, l2_s, port_s)
-    tile_s = kt * step + p.tb_overhead_ns * 1e-9 + (p.l2_latency_ns + p.hbm_latency_ns) * 1e-9
-    waves = math.ceil(blocks / num_sms)
-    t = waves * tile_s
+    step_bytes = (min(c.tm, c.tn) + max(c.tm, c.tn) / c.cluster) * TK * ELEM
     hbm = p.hbm_bw_gbps * p.hbm_efficiency * 1e9
-    t = max(t, (M * K + N * K + M * N) * ELEM / hbm)
-    if c.split > 1:
-        t += (M * N * 4 * c.split + M * N * ELEM) / hbm + p.kernel_launch_ns * 1e-9 + p.tb_overhead_ns * 1e-9
+    fixed = p.tb_overhead_ns * 1e-9 + (p.l2_latency_ns + p.hbm_latency_ns) * 1e-9
+
+    def step(active: int) -> float:
+        return max(mma_s, active * step_bytes / (p.l2_bw_gbps * 1e9), step_bytes / (p.sm_l2_bytes_per_cycle * clk))
+
+    def waves(blocks: int, kt: int) -> float:
+        full, rem = divmod(blocks, num_sms)
+        t = full * (kt * step(num_sms) + fixed)
+        if rem:
+            t += kt * step(rem) + fixed
+        return t
+
+    reduce_s = 0.0
+    if c.schedule == "dp_sk":
+        rows_dp, tail, s = _tail(M, N, num_sms, c)
+        t = waves(rows_dp * gx, kts) + waves(tail * s, math.ceil(kts / s))
+        reduce_s = (tail * c.tm * c.tn * (4 * s + ELEM)) / hbm + p.tb_overhead_ns * 1e-9
+    else:
+        t = waves(gx * gy * c.split, math.ceil(kts / c.split))
+        if c.split > 1:
+            reduce_s = (M * N * 4 * c.split + M * N * ELEM) / hbm + p.tb_overhead_ns * 1e-9
+    t = max(t, (M * K + N * K + M * N) * ELEM / hbm) + reduce_s
     return t * 1e6 + p.kernel_launch_ns * 1e-3
+
+
+def candidates(M: int, N: int, K: int, num_sms: int) -> list[GemmConfig]:
+    out = []
+    for tm, tn in CANDIDATE_TILES:
+        tiles = math.ceil(M / tm) * math.ceil(N / tn)
+        for s in CANDIDATE_SPLITS:
+            if s > 1 and (K // s < 512 or tiles >= num_sms):
+                continue
+            out.append(GemmConfig(tm, tn, s))
+        if tiles > num_sms and tiles % num_sms:
+            c = GemmConfig(tm, tn, 1, "dp_sk")
+            if _tail(M, N, num_sms, c)[2] > 1 and K >= 1024:
+                out.append(c)
+    return out
 
 
 def choose_gemm(M: int, N: int, K: int, num_sms: int, p: GpuParams | dict | None = None) -> GemmConfig:
     best = None
-    for tm, tn in CANDIDATE_TILES:
-        for s in CANDIDATE_SPLITS:
-            if s > 1 and (K // s < 512 or math.ceil(M / tm) * math.ceil(N / tn) >= num_sms):
-                continue
-            c = GemmConfig(tm, tn, s)
-            t = estimate_gemm_us(M, N, K, num_sms, c, p)
-            if best is None or t < best[0] - 1e-9:
-                best = (t, c)
+    for c in candidates(M, N, K, num_sms):
+        t = estimate_gemm_us(M, N, K, num_sms, c, p)
+        if best is None or t < best[0] - 1e-9:
+            best = (t, c)
     return best[1]
 
 
 def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: GemmConfig, a: int, b: int,
-                 out: int, out_elem: int, out_base: int = 0, ldout: int | None = None):
-    """One GEMM kernel over K range [k0, k0+kl): A [M,K] row-major, B stored [N,K] (NT)."""
+                 out: int, out_elem: int, out_base: int = 0, grid: tuple[int, int] | None = None,
+                 tile0: int = 0):
+    """One GEMM kernel over K range [k0, k0+kl): A [M,K] row-major, B stored [N,K] (NT).
+
+    grid None: the full (N/tn, M/tm) grid. Otherwise a (tiles, 1) grid of linear tiles starting
+    at tile0 (tail kernels): bx walks the tile columns modulo N/tn, rows start at tile0's row."""
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
-    k = wl.kernels.add(name=name, grid_x=gx, grid_y=gy, threads_per_block=c.threads, regs_per_thread=168,
+    tail = grid is not None
+    grid_x, grid_y = grid if tail else (gx, gy)
+    k = wl.kernels.add(name=name, grid_x=grid_x, grid_y=grid_y, threads_per_block=c.threads, regs_per_thread=168,
                        smem_bytes=c.smem)
     p = Program(k)
     kt = max(1, math.ceil(kl / TK))
     pre = min(c.stages - 1, kt)
     lda = K * ELEM
     a0 = k0 * ELEM
-    b_rows = max(1, c.tn // c.cluster)  # TMA multicast: each CTA of a cluster loads its share
+    # TMA multicast in a 2-CTA cluster: the CTAs share the larger operand, each loads half.
+    a_rows = c.tm // c.cluster if c.tm > c.tn else c.tm
+    b_rows = c.tn // c.cluster if c.tm <= c.tn else c.tn
+    col0, row0 = tile0 % gx, tile0 // gx
 
     def loads(shift: int):
-        p.ins(isa.LD, is_async=True, buffer=a, addr=affine(a0 + shift * TK * ELEM, by=c.tm * lda, loops=(TK * ELEM,)),
-              rows=c.tm, row_bytes=TK * ELEM, row_stride=lda)
-        p.ins(isa.LD, is_async=True, buffer=b, addr=affine(a0 + shift * TK * ELEM, bx=c.tn * lda, loops=(TK * ELEM,)),
-              rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
+        off = a0 + shift * TK * ELEM
+        if tail:
+            a_addr = affine(off + row0 * c.tm * lda, loops=(TK * ELEM,))
+            b_addr = affine(off + col0 * c.tn * lda, bx=c.tn * lda, loops=(TK * ELEM,), mod=gx * c.tn * lda)
+        else:
+            a_addr = affine(off, by=c.tm * lda, loops=(TK * ELEM,))
+            b_addr = affine(off, bx=c.tn * lda, loops=(TK * ELEM,))
+        p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=b_addr, rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
 
     p.loop(pre)
     loads(0)
@@ -160,10 +218,42 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
     p.ins(isa.WAIT, count=0)
     p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
     p.end()
-    ld = (ldout or N) * out_elem
-    p.ins(isa.ST, buffer=out, addr=affine(out_base, bx=c.tn * out_elem, by=c.tm * ld), rows=c.tm,
-          row_bytes=c.tn * out_elem, row_stride=ld)
+    ld = N * out_elem
+    if tail:
+        addr = affine(out_base + row0 * c.tm * ld + col0 * c.tn * out_elem, bx=c.tn * out_elem)
+    else:
+        addr = affine(out_base, bx=c.tn * out_elem, by=c.tm * ld)
+    p.ins(isa.ST, buffer=out, addr=addr, rows=c.tm, row_bytes=c.tn * out_elem, row_stride=ld)
     return k
+
+
+RED_ROWS = 32  # rows of a tile one fix-up block sums
+
+
+def _reduce_kernel(wl, name: str, M: int, N: int, c: GemmConfig, ws: int, out: int, split: int,
+                   tiles: tuple[int, int], tile0: int = 0, tail: bool = False):
+    """Split-K fix-up: block (sub, tile) sums RED_ROWS rows of one tile's `split` fp32 partials.
+    Linear block b belongs to tile b // (tm / RED_ROWS) (the dependency's scale)."""
+    gx = math.ceil(N / c.tn)
+    col0, row0 = tile0 % gx, tile0 // gx
+    subs = c.tm // RED_ROWS
+    ntiles = tiles[0] * tiles[1]
+    rk = wl.kernels.add(name=name, grid_x=subs, grid_y=ntiles, threads_per_block=256, regs_per_thread=32)
+    p = Program(rk)
+    # tile t = by: column t % gx (affine only within a row: tail tiles and full grids both use
+    # bx-major order, so we approximate the column by the tile index modulo the row length).
+    base4 = row0 * c.tm * N * 4 + col0 * c.tn * 4
+    p.loop(split)
+    p.ins(isa.LD, is_async=True, buffer=ws,
+          addr=affine(base4, bx=RED_ROWS * N * 4, by=c.tn * 4, loops=(M * N * 4,), mod=M * N * 4 * split),
+          rows=RED_ROWS, row_bytes=c.tn * 4, row_stride=N * 4)
+    p.end()
+    p.ins(isa.WAIT, count=0)
+    p.ins(isa.ALU, elements=RED_ROWS * c.tn * split, flops_per_element=1.0)
+    p.ins(isa.ST, buffer=out, addr=affine(row0 * c.tm * N * ELEM + col0 * c.tn * ELEM, bx=RED_ROWS * N * ELEM,
+                                          by=c.tn * ELEM, mod=M * N * ELEM),
+          rows=RED_ROWS, row_bytes=c.tn * ELEM, row_stride=N * ELEM)
+    return rk
 
 
 def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None = None,
@@ -174,29 +264,35 @@ def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None =
     a = add_buffer(wl, "A", M * K * ELEM)
     b = add_buffer(wl, "B", N * K * ELEM)
     out = add_buffer(wl, "C", M * N * ELEM)
-    if c.split == 1:
+    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    if c.schedule == "dp" and c.split == 1:
         _gemm_kernel(wl, "gemm", M, N, K, 0, K, c, a, b, out, ELEM)
         wl.launches.add(kernel=0, stream=0)
         return wl
-    ws = add_buffer(wl, "workspace", c.split * M * N * 4, dtype=isa.FP32)
-    kl = math.ceil(K / c.split / TK) * TK
-    for s in range(c.split):
+    if c.schedule == "dp":
+        split, grid, tile0, tail = c.split, None, 0, False
+    else:
+        rows_dp, ntail, split = _tail(M, N, num_sms, c)
+        grid, tile0, tail = (ntail, 1), rows_dp * gx, True
+        if rows_dp:
+            k = _gemm_kernel(wl, "gemm_dp", M, N, K, 0, K, c, a, b, out, ELEM)
+            k.grid_y = rows_dp
+            wl.launches.add(kernel=len(wl.kernels) - 1, stream=0, priority=1)
+    ws = add_buffer(wl, "workspace", split * M * N * 4, dtype=isa.FP32)
+    kl = math.ceil(math.ceil(K / split) / TK) * TK
+    slices = []
+    for s in range(split):
         k0 = s * kl
-        _gemm_kernel(wl, f"gemm_split{s}", M, N, K, k0, min(kl, K - k0), c, a, b, ws, 4, out_base=s * M * N * 4)
-        wl.launches.add(kernel=s, stream=s)
-    # Reduction: one block per output tile reads the split partials (fp32) and writes C.
-    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
-    rk = wl.kernels.add(name="splitk_reduce", grid_x=gx, grid_y=gy, threads_per_block=256, regs_per_thread=32)
-    p = Program(rk)
-    p.loop(c.split)
-    p.ins(isa.LD, is_async=True, buffer=ws, addr=affine(0, bx=c.tn * 4, by=c.tm * N * 4, loops=(M * N * 4,)),
-          rows=c.tm, row_bytes=c.tn * 4, row_stride=N * 4)
-    p.end()
-    p.ins(isa.WAIT, count=0)
-    p.ins(isa.ALU, elements=c.tm * c.tn * c.split, flops_per_element=1.0)
-    p.ins(isa.ST, buffer=out, addr=affine(0, bx=c.tn * ELEM, by=c.tm * N * ELEM), rows=c.tm, row_bytes=c.tn * ELEM,
-          row_stride=N * ELEM)
-    wl.launches.add(kernel=c.split, stream=c.split, after=list(range(c.split)))
+        if k0 >= K:
+            break
+        _gemm_kernel(wl, f"gemm_slice{s}", M, N, K, k0, min(kl, K - k0), c, a, b, ws, 4, out_base=s * M * N * 4,
+                     grid=grid, tile0=tile0)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=1 + s)
+        slices.append(len(wl.launches) - 1)
+    _reduce_kernel(wl, "splitk_reduce", M, N, c, ws, out, len(slices), grid or (gx, gy), tile0, tail)
+    la = wl.launches.add(kernel=len(wl.kernels) - 1, stream=1 + split, priority=-1)
+    for li in slices:  # fix-up block b waits for its tile's block in every slice (TB-level dependency)
+        la.deps.add(producer=li, scale_num=1, scale_den=c.tm // RED_ROWS, lo=0, hi=0)
     return wl
 
 

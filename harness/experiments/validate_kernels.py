@@ -1,0 +1,79 @@
+"""validate_kernels: simulate single-GPU kernels and put them beside measured ones.
+
+Reads ``validate.input`` (CSV: name,kind,M,N,K,num_sms[,measured_us,...]; default: the measured
+H100 kernels of harness/data/measured/h100_kernels.csv), builds each kernel with
+harness.gpu.kernels (gemm, layernorm, attention), runs it on the GPU engine's standalone main
+with ``gpu.num_sms`` = the row's num_sms and the resolved ``gpu.*`` parameters, and returns the
+rows with ``sim_us`` (and ``err_pct`` = 100 (sim - measured) / measured where measured).
+Host launch skew is set to 0: one GPU, timed from its own launch.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from harness import REPO_ROOT
+from harness.errors import ConfigError
+from harness.gpu import kernels, standalone
+
+DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
+SUPPORTED = ("gemm", "layernorm", "attention")
+
+
+def build(row: Any, params: dict[str, Any]):
+    kind, M, N, K, sms = row["kind"], int(row["M"]), int(row["N"]), int(row["K"]), int(row["num_sms"])
+    if kind == "gemm":
+        cfg = kernels.choose_gemm(M, N, K, sms, params)
+        return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), cfg.describe()
+    if kind == "layernorm":
+        return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block"
+    if kind == "attention":
+        return kernels.attention(M, N, K, causal=True, name=str(row["name"])), "flash fwd causal"
+    raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")
+
+
+def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:
+    """Add sim_us (and config) to rows of name,kind,M,N,K,num_sms."""
+    df = df.copy()
+    base = {k if k.startswith("gpu.") else f"gpu.{k}": v for k, v in gpu_params.items()}
+    base["gpu.launch_skew_ns"] = 0.0
+    wls, ovs, cfgs = [], [], []
+    for _, row in df.iterrows():
+        ov = dict(base)
+        ov["gpu.num_sms"] = int(row["num_sms"])
+        wl, desc = build(row, ov)
+        wls.append(wl)
+        ovs.append(ov)
+        cfgs.append(desc)
+    results = standalone.run_many(wls, ovs, jobs=jobs or os.cpu_count() or 2)
+    df["sim_us"] = [round(standalone.kernel_time_us(r), 3) for r in results]
+    df["sim_config"] = cfgs
+    df["sim_events"] = [int(r.get("engine.events", 0)) for r in results]
+    if "measured_us" in df.columns:
+        meas = pd.to_numeric(df["measured_us"], errors="coerce")
+        df["err_pct"] = np.round(100.0 * (df["sim_us"] - meas) / meas, 2)
+    return df
+
+
+def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
+    p = Path(path) if path else DEFAULT_INPUT
+    if not p.is_file():
+        raise ConfigError("validate.input", f"{p} not found")
+    df = pd.read_csv(p)
+    missing = {"name", "kind", "M", "N", "K", "num_sms"} - set(df.columns)
+    if missing:
+        raise ConfigError("validate.input", f"{p} lacks columns {sorted(missing)}")
+    if "measured_us" in df.columns:  # rows whose measurement failed carry no number
+        df = df[pd.to_numeric(df["measured_us"], errors="coerce").notna() | df["measured_us"].isna()]
+    return df[df["kind"].isin(SUPPORTED)].reset_index(drop=True)
+
+
+def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    df = load_input(cfg.validate.input)
+    gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
+    return simulate_rows(df, gpu)
