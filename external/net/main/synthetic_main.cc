@@ -23,7 +23,7 @@
 namespace {
 
 void usage() {
-  std::cerr << "usage: cais-net-synthetic CONFIG [key=value ...] [--csv PATH]\n"
+  std::cerr << "usage: cais-net-synthetic CONFIG [key=value ...] [--csv PATH] | --keys\n"
                "  CONFIG is a BookSim-style file (key = value; lines, // comments); key=value\n"
                "  arguments override it, as on BookSim's command line.\n";
 }
@@ -39,6 +39,9 @@ int run(int argc, char** argv) {
         return 2;
       }
       csv = argv[++i];
+    } else if (a == "--keys") {  // the supported keys and their defaults (kept in step with Python)
+      for (const auto& kv : cais::net::booksim_supported_keys()) std::cout << kv.first << " = " << kv.second << ";\n";
+      return 0;
     } else if (a == "-h" || a == "--help") {
       usage();
       return 0;

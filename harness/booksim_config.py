@@ -1,0 +1,168 @@
+"""Strict reader of BookSim2-style network configs (``key = value;``, ``//`` comments).
+
+The same subset is read by the C++ main ``cais-net-synthetic`` (external/net/src/
+booksim_config.cc), which gets the file itself; this reader validates a file before any run
+(an unknown key, a BookSim option the engine does not model, or an unsupported value is a
+ConfigError naming the key) and gives the harness the values it needs (injection rate, seed).
+``cais-net-synthetic --keys`` prints the C++ list; a test keeps both in step.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+# Supported keys with BookSim2's defaults (sw_alloc_patience is ours: see harness/params/net.py).
+SUPPORTED: dict[str, str] = {
+    "topology": "fly",
+    "k": "8",
+    "n": "1",
+    "routing_function": "dest_tag",
+    "num_vcs": "16",
+    "vc_buf_size": "8",
+    "packet_size": "1",
+    "traffic": "uniform",
+    "hotspot_nodes": "{}",
+    "injection_rate": "0.1",
+    "injection_rate_uses_flits": "0",
+    "injection_process": "bernoulli",
+    "routing_delay": "1",
+    "vc_alloc_delay": "1",
+    "sw_alloc_delay": "1",
+    "st_final_delay": "1",
+    "credit_delay": "0",
+    "vc_allocator": "separable_input_first",
+    "sw_allocator": "separable_input_first",
+    "seed": "0",
+    "sample_period": "1000",
+    "warmup_periods": "3",
+    "max_samples": "10",
+    "sim_type": "latency",
+    "sw_alloc_patience": "2",
+}
+
+# Values the engine supports for keys that name a model choice.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "topology": ("fly",),
+    "routing_function": ("dest_tag",),
+    "traffic": ("uniform", "randperm", "hotspot"),
+    "injection_process": ("bernoulli",),
+    "vc_allocator": ("separable_input_first",),
+    "sw_allocator": ("separable_input_first",),
+    "sim_type": ("latency",),
+}
+
+_INT_KEYS = ("k", "n", "num_vcs", "vc_buf_size", "packet_size", "injection_rate_uses_flits", "routing_delay",
+             "vc_alloc_delay", "sw_alloc_delay", "st_final_delay", "credit_delay", "seed", "sample_period",
+             "warmup_periods", "max_samples", "sw_alloc_patience")
+
+
+@dataclass
+class BooksimConfig:
+    path: str
+    values: dict[str, str] = field(default_factory=dict)
+    given: set[str] = field(default_factory=set)
+
+    def int(self, key: str) -> int:
+        text = self.values[key]
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise ConfigError(key, f"expected an integer, got '{text}' ({self.path})")
+        return int(text)
+
+    def float(self, key: str) -> float:
+        try:
+            return float(self.values[key])
+        except ValueError:
+            raise ConfigError(key, f"expected a number, got '{self.values[key]}' ({self.path})") from None
+
+    def int_list(self, key: str) -> list[int]:
+        text = self.values[key].strip()
+        body = text[1:-1] if text.startswith("{") and text.endswith("}") else text
+        items = [x.strip() for x in body.split(",") if x.strip()]
+        if not all(re.fullmatch(r"[+-]?\d+", x) for x in items):
+            raise ConfigError(key, f"expected a list of integers like {{0, 3}}, got '{text}' ({self.path})")
+        return [int(x) for x in items]
+
+    @property
+    def injection_rate(self) -> float:
+        return self.float("injection_rate")
+
+    def offered_flits(self, rate: float | None = None) -> float:
+        """Offered load in flits per node per cycle for `rate` in the file's units."""
+        r = self.injection_rate if rate is None else rate
+        return r if self.int("injection_rate_uses_flits") else r * self.int("packet_size")
+
+    def validate(self) -> "BooksimConfig":
+        for key, allowed in CHOICES.items():
+            if self.values[key] not in allowed:
+                raise ConfigError(key, f"'{self.values[key]}' is not supported (supported: {', '.join(allowed)})")
+        for key in _INT_KEYS:
+            self.int(key)
+        if self.int("n") != 1:
+            raise ConfigError("n", "only n = 1 (a single k-port router) is supported")
+        for key in ("k", "num_vcs", "vc_buf_size", "packet_size", "sample_period", "max_samples"):
+            if self.int(key) <= 0:
+                raise ConfigError(key, f"must be > 0, got {self.int(key)}")
+        if self.int("packet_size") > self.int("vc_buf_size"):
+            raise ConfigError("packet_size", "larger than vc_buf_size (virtual cut-through needs room for a packet)")
+        if self.int("injection_rate_uses_flits") not in (0, 1):
+            raise ConfigError("injection_rate_uses_flits", "must be 0 or 1")
+        hot = self.int_list("hotspot_nodes")
+        k = self.int("k")
+        if any(h < 0 or h >= k for h in hot):
+            raise ConfigError("hotspot_nodes", f"must list terminals 0..{k - 1}, got {hot}")
+        if self.values["traffic"] == "hotspot" and not hot:
+            raise ConfigError("hotspot_nodes", "hotspot traffic needs hotspot_nodes = {...}")
+        self.check_rate(self.injection_rate)
+        return self
+
+    def check_rate(self, rate: float) -> None:
+        packets = rate / self.int("packet_size") if self.int("injection_rate_uses_flits") else rate
+        if not 0 <= packets <= 1:
+            raise ConfigError("injection_rate", f"{rate} gives {packets} packets per node per cycle; must be in [0, 1]")
+
+
+def parse_text(text: str, origin: str = "<string>") -> BooksimConfig:
+    cfg = BooksimConfig(path=origin, values=dict(SUPPORTED))
+    lines = [line.split("//", 1)[0] for line in text.splitlines()]
+    stmt, stmt_line = "", 1
+    for number, line in enumerate(lines, start=1):
+        for ch in line:
+            if ch == ";":
+                _assign(cfg, stmt.strip(), f"{origin}:{stmt_line}")
+                stmt = ""
+            else:
+                if not stmt.strip() and not ch.isspace():
+                    stmt_line = number
+                stmt += ch
+        stmt += " "
+    if stmt.strip():
+        raise ConfigError("", f"{origin}:{stmt_line}: missing ';' after '{stmt.strip()}'")
+    return cfg
+
+
+def _assign(cfg: BooksimConfig, stmt: str, where: str) -> None:
+    if not stmt:
+        return
+    if "=" not in stmt:
+        raise ConfigError("", f"{where}: expected 'key = value;', got '{stmt}'")
+    key, value = (s.strip() for s in stmt.split("=", 1))
+    if key not in SUPPORTED:
+        raise ConfigError(key, f"{where}: unknown configuration key (supported: {', '.join(sorted(SUPPORTED))})")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if value.count("{") != value.count("}"):
+        raise ConfigError(key, f"{where}: unbalanced '{{' in '{value}'")
+    cfg.values[key] = value
+    cfg.given.add(key)
+
+
+def load(path: str | Path) -> BooksimConfig:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError("net.booksim_config", f"cannot read '{p}': {exc.strerror}") from None
+    return parse_text(text, str(p)).validate()

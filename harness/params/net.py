@@ -1,0 +1,80 @@
+"""Parameters of the network engine (external/net): the NVSwitch router model and the synthetic
+(BookSim-style) terminals.
+
+Link bandwidth and latency (250 ns GPU-switch links in the paper) are properties of the
+topology (``system.*``), not of the router. Parameters of the in-switch features live in
+harness/params/features.py (``net.nvls``, ``net.cais_merge``, ``net.group_sync``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class NetParams:
+    """Router model ``nvswitch``: input-queued, virtual channels with credit flow control,
+    separable input-first allocation, cut-through forwarding (external/net/src/nvswitch.cc)."""
+
+    vcs_per_port: int = 8
+    """Virtual channels per input port (paper, IV-A: eight). Requests and responses use disjoint
+    halves; with traffic_control loads, reductions and responses get a share each."""
+    vc_depth_flits: int = 256
+    """Buffer depth of one virtual channel, in flits (paper: 256-deep VCs)."""
+    flit_bytes: int = 16
+    """Flit size in bytes (NVLink: 16 B)."""
+    header_flits: int = 1
+    """Header flits per packet (NVLink: one); a 128 B payload packet is 1 + 8 = 9 flits."""
+    routing_delay_ns: float = 1.0
+    """Route computation stage (head flit), ns."""
+    vc_alloc_delay_ns: float = 1.0
+    """Virtual-channel allocation stage, ns."""
+    sw_alloc_delay_ns: float = 1.0
+    """Switch allocation stage, ns."""
+    xbar_delay_ns: float = 1.0
+    """Crossbar traversal (BookSim's st_final_delay), ns."""
+    credit_delay_ns: float = 1.0
+    """Delay before a freed buffer slot's credit leaves for the upstream sender (plus the reverse
+    link's latency), ns."""
+    sw_alloc_patience: int = 2
+    """Lost switch arbitrations after which an input's arbiter moves on to its next ready VC
+    (0: never). 2 reproduces BookSim2's flit-level separable input-first allocator at packet
+    granularity (docs/VALIDATION.md, BookSim2 comparison)."""
+    traffic_control: bool = False
+    """CAIS traffic control: separate VCs for loads (READ/CAIS_LD/MM_LD_REDUCE requests) and
+    reductions (CAIS_RED/MM_RED/WRITE), served round-robin, besides the response VCs."""
+    functional: bool = False
+    """Packets carry payload values (functional checking of in-switch reductions)."""
+    features: str = ""
+    """Enabled switch features, comma-separated, in call order (e.g. ``nvls,group_sync,cais_merge``)."""
+    stats_bin_ns: float = 1000.0
+    """Bin width of the per-link wire-byte time series, ns."""
+    booksim_config: Optional[str] = None
+    """experiment=net_synthetic: the BookSim-style config file to run (harness only)."""
+    injection_rates: list[float] = field(default_factory=list)
+    """experiment=net_synthetic: offered loads to sweep, in the file's injection_rate units
+    (empty: the file's own injection_rate) (harness only)."""
+
+
+@dataclass
+class SyntheticParams:
+    """GPU model ``synthetic``: BookSim-style traffic terminals (Bernoulli injection, unbounded
+    source queue, line-rate sink). One cycle is one flit time on the terminal's link."""
+
+    traffic: str = "uniform"
+    """Destination pattern: uniform (every terminal, itself included), randperm, hotspot."""
+    hotspot_nodes: list[int] = field(default_factory=list)
+    """Destinations of hotspot traffic (terminal ids), chosen uniformly."""
+    packet_flits: int = 9
+    """Flits per packet, header included."""
+    injection_rate_packets_per_cycle: float = 0.01
+    """Bernoulli injection probability per terminal per cycle."""
+    warmup_cycles: int = 30000
+    """Cycles before measured packets are created."""
+    measure_cycles: int = 100000
+    """Measurement window: packets created in it are measured; accepted flits are counted in it."""
+    max_drain_cycles: int = 520000
+    """Sources stop creating packets this long after the window (the run then drains)."""
+
+
+GROUPS = {"net": NetParams, "synthetic": SyntheticParams}

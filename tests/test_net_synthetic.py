@@ -1,0 +1,103 @@
+"""Network engine, synthetic mode: the BookSim-style config reader, NetParams, and
+experiment=net_synthetic end to end (cais-net-synthetic)."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+import pytest
+
+from harness import REPO_ROOT, booksim_config
+from harness.errors import ConfigError
+from harness.params.net import NetParams, SyntheticParams
+from tests.conftest import read_results
+
+FLY8 = REPO_ROOT / "conf" / "booksim" / "fly8_uniform.cfg"
+SMALL = """// small and fast
+topology = fly; k = 4; n = 1;
+routing_function = dest_tag;
+num_vcs = 4; vc_buf_size = 64; packet_size = 9;
+traffic = uniform;
+injection_rate = 0.05; injection_rate_uses_flits = 1;
+sample_period = 1000; warmup_periods = 1; max_samples = 20;
+"""
+
+
+def test_repo_config_loads():
+    c = booksim_config.load(FLY8)
+    assert c.int("k") == 8 and c.int("packet_size") == 9 and c.int("num_vcs") == 8
+    assert c.offered_flits(0.3) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("text,key", [
+    ("k = 4;\nbogus = 1;\n", "bogus"),
+    ("topology = mesh;", "topology"),
+    ("n = 2;", "n"),
+    ("traffic = hotspot; vc_buf_size = 16;", "hotspot_nodes"),
+    ("vc_allocator = islip;", "vc_allocator"),
+    ("packet_size = 20;", "packet_size"),
+    ("k = four;", "k"),
+    ("hotspot_nodes = {1, x};", "hotspot_nodes"),
+])
+def test_parser_names_the_bad_key(text, key):
+    with pytest.raises(ConfigError) as err:
+        booksim_config.parse_text(text).validate()
+    assert err.value.key == key
+
+
+def test_parser_syntax_errors():
+    with pytest.raises(ConfigError, match="missing ';'"):
+        booksim_config.parse_text("k = 4")
+    with pytest.raises(ConfigError, match="expected 'key = value;'"):
+        booksim_config.parse_text("k 4;")
+    c = booksim_config.parse_text("// only a comment\n k = 4 ; // trailing\n\n n=1;")
+    assert c.values["k"] == "4" and c.given == {"k", "n"}
+
+
+def test_cpp_and_python_readers_accept_the_same_keys(engines):
+    out = subprocess.run([str(engines / "cais-net-synthetic"), "--keys"], capture_output=True, text=True,
+                         check=True).stdout
+    cpp = dict(re.findall(r"^(\w+) = (.*);$", out, re.M))
+    assert cpp == booksim_config.SUPPORTED
+
+
+def test_net_params_declare_every_key_the_router_reads():
+    declared = {f.name for f in dataclasses.fields(NetParams)}
+    synthetic = {f.name for f in dataclasses.fields(SyntheticParams)}
+    src = REPO_ROOT / "external" / "net" / "src"
+    read = set()
+    for name in ("router_params.cc", "synthetic_terminal.cc", "nvswitch.cc"):
+        read |= set(re.findall(r'get_\w+\("net\.(\w+)"', (src / name).read_text()))
+        for key in re.findall(r'get_\w+\("synthetic\.(\w+)"', (src / name).read_text()):
+            assert key in synthetic, f"synthetic.{key} is read by the engine but not declared"
+    assert read, "no net.* keys found: did the sources move?"
+    assert read <= declared, f"read by the engine but not declared in NetParams: {sorted(read - declared)}"
+    for f in dataclasses.fields(NetParams):  # units in names where a quantity has one
+        if f.name.endswith(("delay", "latency", "bin")):
+            pytest.fail(f"net.{f.name} needs a unit in its name")
+
+
+def test_experiment_sweeps_rates(engines, cli, tmp_path):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(SMALL)
+    out = tmp_path / "out"
+    cli("experiment=net_synthetic", f"net.booksim_config={cfg}", "net.injection_rates=[0.05,0.4]", f"out_dir={out}")
+    df = read_results(out)
+    assert list(df.columns[:4]) == ["offered", "avg_packet_latency_cycles", "accepted_flits_per_node_cycle", "wall_s"]
+    assert list(df["offered"]) == [0.05, 0.4]
+    assert df["stable"].all()
+    # Zero-load latency: 9 flits + 1 + 4 pipeline + 1 link cycles; accepted == offered below saturation.
+    assert df["avg_packet_latency_cycles"][0] == pytest.approx(15.4, abs=1.0)
+    assert df["accepted_flits_per_node_cycle"].to_numpy() == pytest.approx([0.05, 0.4], rel=0.2)
+
+
+def test_experiment_rejects_bad_files(engines, cli, tmp_path):
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text(SMALL + "speculative = 1;\n")
+    proc = cli("experiment=net_synthetic", f"net.booksim_config={cfg}", f"out_dir={tmp_path / 'o'}", check=False)
+    assert proc.returncode != 0
+    assert "speculative" in proc.stderr
+    assert not (tmp_path / "o" / "results.csv").exists()
+    proc = cli("experiment=net_synthetic", f"out_dir={tmp_path / 'o2'}", check=False)
+    assert proc.returncode != 0 and "net.booksim_config" in proc.stderr
