@@ -187,9 +187,9 @@ class Coordinator:
                                   f"{t_end / 1e6:.3f} us; " + "; ".join(stuck))
         return t_end, windows, skipped, done
 
-    def collect_stats(self) -> pd.DataFrame:
+    def collect_stats(self, end_ps: int) -> pd.DataFrame:
         get = pb.Control()
-        get.get_stats.SetInParent()
+        get.get_stats.end_ps = end_ps
         data = get.SerializeToString()
         for i in range(len(self.engines)):
             self.send(i, data)

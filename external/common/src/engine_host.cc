@@ -205,6 +205,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           break;
         }
         case proto::Control::kGetStats: {
+          model.sim().set_end_time(ctl.get_stats().end_ps());
           model.check_drained();
           proto::Control reply;
           model.export_stats(reply.mutable_stats());

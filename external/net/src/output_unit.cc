@@ -13,7 +13,7 @@ void OutputUnit::init(Sim& sim, const std::string& prefix, const PortLink& link,
   const OutputChannel* ch = &ch_;
   Sim* s = &sim;
   sim.stats().value(prefix + ".utilisation", "fraction", [ch, s] {
-    const TimePs t = s->now();
+    const TimePs t = s->end_time();
     return t == 0 ? 0.0 : static_cast<double>(ch->stats().busy_ps) / static_cast<double>(t);
   });
 }

@@ -48,6 +48,10 @@ class Sim {
   // Process every event with time < until. Returns number of events processed.
   std::uint64_t run_until(TimePs until);
   TimePs next_event_time() const { return queue_.next_time(); }
+  // Global end of the run, the same in every process (set before statistics are exported);
+  // rates and utilisations divide by this, never by the process-local now().
+  TimePs end_time() const { return end_time_; }
+  void set_end_time(TimePs t) { end_time_ = t; }
   std::uint64_t events_processed() const { return events_; }
 
   // ---- packets
@@ -95,6 +99,7 @@ class Sim {
   StatsRegistry stats_;
   TimePs now_ = 0;
   TimePs window_start_ = 0;
+  TimePs end_time_ = 0;
   std::uint64_t events_ = 0;
   std::uint64_t next_packet_seq_ = 0;
   std::vector<NodeInfo> nodes_;
