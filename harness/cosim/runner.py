@@ -130,6 +130,7 @@ class Coordinator:
         done = [False] * n
         blocked = [""] * n
         t_end = 0
+        last_event = 0  # the run's end: the last event anywhere (independent of the partition)
         windows = skipped = 0
         advance = pb.Control()
         while True:
@@ -155,6 +156,7 @@ class Coordinator:
                 if ctl.WhichOneof("msg") != "window_done":
                     self.expect(idx, ctl, "window_done")
                 wd = ctl.window_done
+                last_event = max(last_event, wd.now_ps)
                 next_event[idx] = wd.next_event_ps
                 done[idx] = wd.done
                 blocked[idx] = wd.blocked_reason
@@ -185,7 +187,7 @@ class Coordinator:
         if stuck:
             raise SimulationError("deadlock: every engine is idle but the workload is not complete at "
                                   f"{t_end / 1e6:.3f} us; " + "; ".join(stuck))
-        return t_end, windows, skipped, done
+        return last_event, windows, skipped, done
 
     def collect_stats(self, end_ps: int) -> pd.DataFrame:
         get = pb.Control()

@@ -181,7 +181,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           sim.run_until(adv.until_ps());
           proto::Control reply;
           auto* wd = reply.mutable_window_done();
-          wd->set_now_ps(adv.until_ps());
+          wd->set_now_ps(sim.now());  // time of the last event processed
           wd->set_next_event_ps(sim.next_event_time());
           wd->set_events(sim.events_processed());
           std::vector<std::string> out_frames;
