@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="what", required=True)
     h = sub.add_parser("harness", help="harness cost per lock-step window with 3 engine processes")
     h.add_argument("--requests", type=int, default=2000, help="requests per GPU")
-X
+    h.add_argument("--gap-ns", type=float, default=2000.0, help="gap between two requests of one GPU")
     h.add_argument("--repeat", type=int, default=3)
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
     f.add_argument("--windows", type=int, default=3000)
