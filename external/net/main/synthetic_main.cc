@@ -128,11 +128,13 @@ int run(int argc, char** argv) {
   std::ostringstream os;
   os << std::setprecision(8);
   os << "offered,avg_packet_latency_cycles,accepted_flits_per_node_cycle,wall_s,stable,measured_packets,"
-        "sim_cycles,delivered_flits,events,delivered_flits_per_wall_s,events_per_wall_s\n";
+        "sim_cycles,delivered_flits,events,delivered_flits_per_wall_s,events_per_wall_s,saturated\n";
   os << bc.offered_flits() << ',' << latency << ',' << accepted << ',' << wall << ',' << (stable ? 1 : 0) << ','
      << sum.measured_received << ',' << (measured_done / cycle) << ',' << sum.received_flits << ','
      << sim.events_processed() << ',' << static_cast<double>(sum.received_flits) / wall << ','
-     << static_cast<double>(sim.events_processed()) / wall << '\n';
+     << static_cast<double>(sim.events_processed()) / wall << ','
+     // Saturated: the network accepts clearly less than is offered (latency then grows without bound).
+     << (accepted < 0.95 * bc.offered_flits() ? 1 : 0) << '\n';
   if (csv.empty()) {
     std::cout << os.str();
   } else {

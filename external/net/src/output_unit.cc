@@ -1,5 +1,7 @@
 #include "cais/net/output_unit.h"
 
+#include <algorithm>
+
 namespace cais::net {
 
 void OutputUnit::init(Sim& sim, const std::string& prefix, const PortLink& link, std::uint32_t vcs,
@@ -7,8 +9,10 @@ void OutputUnit::init(Sim& sim, const std::string& prefix, const PortLink& link,
   sim_ = &sim;
   prefix_ = prefix;
   ch_.init(link, vcs, vc_depth_flits, flit_bytes, bin_ps);
+  busy_ps_series_ = TimeSeries{bin_ps};
   if (!link.connected) return;
   ch_.register_stats(sim.stats(), prefix);
+  sim.stats().series(prefix + ".busy", "ps", &busy_ps_series_);
   sim.stats().counter(prefix + ".wire_bytes_total", "B", &ch_.stats().wire_bytes);
   const OutputChannel* ch = &ch_;
   Sim* s = &sim;
@@ -32,7 +36,21 @@ TimePs OutputUnit::send(Sim& sim, Component& self, PacketHandle h, std::uint32_t
   if (!type_registered_[t]) register_type(p.type);
   type_bytes_[t] += p.payload_bytes;
   ++type_packets_[t];
-  return ch_.transmit(sim, self, h, vc, earliest_start, min_tail);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * ch_.flit_bytes();
+  const TimePs tail = ch_.transmit(sim, self, h, vc, earliest_start, min_tail);
+  const TimePs ser = serialization_ps(bytes, ch_.link().bw_gbps);
+  add_busy(tail > ser ? tail - ser : 0, tail);
+  return tail;
+}
+
+void OutputUnit::add_busy(TimePs from, TimePs to) {
+  const TimePs bin = busy_ps_series_.bin_ps();
+  while (from < to) {
+    const TimePs edge = (from / bin + 1) * bin;
+    const TimePs end = std::min(edge, to);
+    busy_ps_series_.add(from, static_cast<double>(end - from));
+    from = end;
+  }
 }
 
 }  // namespace cais::net

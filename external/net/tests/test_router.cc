@@ -289,6 +289,22 @@ TEST(Router, DgxPlanesCarryRequestsAndResponses) {
     fwd += s->packets_forwarded();
   }
   EXPECT_EQ(fwd, 8u * 500 * 2);  // every request and every response crosses one switch
+  proto::Stats st;
+  m.export_stats(&st);
+  std::map<std::string, const proto::Stat*> by_name;
+  for (const auto& x : st.stats()) by_name[x.name()] = &x;
+  for (const char* n : {"sw0.port5.tx.payload_bytes", "sw0.port5.tx.bytes.PKT_READ_RESP", "sw0.port5.tx.utilisation",
+                        "sw0.port5.tx.busy", "sw0.port5.tx.wire_bytes", "sw0.residence.mean"})
+    EXPECT_TRUE(by_name.count(n)) << n;
+  const auto* busy = by_name["sw0.port5.tx.busy"];
+  ASSERT_NE(busy, nullptr);
+  EXPECT_GT(busy->series_size(), 0);
+  double total = 0;
+  for (double b : busy->series()) {
+    EXPECT_LE(b, static_cast<double>(busy->series_bin_ps()) + 1e-6);  // never more than 100 % per bin
+    total += b;
+  }
+  EXPECT_DOUBLE_EQ(total, static_cast<double>(switches(m)[0]->output(5).channel().stats().busy_ps));
 }
 
 // A feature that answers READ_REQs inside the switch (tests SwitchContext::inject).

@@ -7,6 +7,7 @@
 
 #include "cais/link.h"
 #include "cais/sim.h"
+#include "cais/stats.h"
 
 namespace cais::net {
 
@@ -25,7 +26,9 @@ class OutputUnit {
 
  private:
   void register_type(PacketType t);
+  void add_busy(TimePs from, TimePs to);
   Sim* sim_ = nullptr;
+  TimeSeries busy_ps_series_{1000000};  // link busy time per bin (utilisation = busy / bin)
   std::string prefix_;
   OutputChannel ch_;
   std::array<std::uint64_t, kPacketTypes> type_bytes_{};
