@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <cstdio>
 #include <random>
 
 #include "cais/engine_host.h"
@@ -433,6 +434,16 @@ double merge_stat(const Result& r, const std::string& name) {
   return s;
 }
 
+// One summary line per run (the numbers quoted in docs/VALIDATION.md, "In-switch features").
+void summary(const char* what, const Result& r) {
+  std::printf("[ summary  ] %s: hits %.0f misses %.0f completions %.0f evictions %.0f timeouts %.0f bypasses %.0f "
+              "partial_flushes %.0f merged_writes %.0f bytes_saved %.0f throttles %.0f\n",
+              what, merge_stat(r, "hits"), merge_stat(r, "misses"), merge_stat(r, "completions"),
+              merge_stat(r, "evictions"), merge_stat(r, "timeouts"), merge_stat(r, "bypasses"),
+              merge_stat(r, "partial_flushes"), merge_stat(r, "merged_writes"), merge_stat(r, "bytes_saved"),
+              merge_stat(r, "throttles"));
+}
+
 TEST(FeatureAcceptance, RedCaisSumsAreExactThroughTheSwitches) {
   System sys;
   RedCase c;
@@ -440,6 +451,7 @@ TEST(FeatureAcceptance, RedCaisSumsAreExactThroughTheSwitches) {
   std::vector<std::vector<double>> expect;
   build_red(c, sys.gpus, w, expect);
   const Result r = run(sys, w);
+  summary("red.cais, 40 KB/320-entry tables", r);
   check_red(c, sys.gpus, w, expect);
   EXPECT_GT(merge_stat(r, "hits"), 0);
   EXPECT_GT(merge_stat(r, "completions"), 0);
@@ -462,6 +474,7 @@ TEST(FeatureAcceptance, RedCaisStaysExactWithEvictionsAndTimeouts) {
   std::vector<std::vector<double>> expect;
   build_red(c, sys.gpus, w, expect);
   const Result r = run(sys, w);
+  summary("red.cais, 3-entry tables, 300 ns timeout, 20 us drift", r);
   check_red(c, sys.gpus, w, expect);
   EXPECT_GT(merge_stat(r, "evictions"), 0);
   EXPECT_GT(merge_stat(r, "timeouts"), 0);
@@ -515,6 +528,7 @@ void ld_case(System sys, std::uint64_t seed, TimePs skew_ps, Result* out) {
 TEST(FeatureAcceptance, LdCaisAnswersEveryRequesterWithTheOwnersLine) {
   Result r;
   ld_case(System{}, 3, 0, &r);
+  summary("ld.cais, 40 KB/320-entry tables", r);
   EXPECT_GT(merge_stat(r, "hits"), 0);
   EXPECT_GT(merge_stat(r, "bytes_saved"), 0);
 }
@@ -525,6 +539,7 @@ TEST(FeatureAcceptance, LdCaisStaysCorrectWithEvictionsBypassesAndTimeouts) {
   sys.timeout_ns = 300;
   Result r;
   ld_case(sys, 5, 20'000'000, &r);
+  summary("ld.cais, 2-entry tables, 300 ns timeout, 20 us drift", r);
   EXPECT_GT(merge_stat(r, "evictions") + merge_stat(r, "bypasses"), 0);
   EXPECT_GT(merge_stat(r, "timeouts"), 0);
 }
@@ -538,6 +553,7 @@ TEST(FeatureAcceptance, ThrottledRunStillCompletesExactly) {
   std::vector<std::vector<double>> expect;
   build_red(c, sys.gpus, w, expect);
   const Result r = run(sys, w);
+  summary("red.cais with throttling (ahead 8, resume 2), 5 us drift", r);
   check_red(c, sys.gpus, w, expect);
   std::uint64_t throttles = 0;
   for (auto t : w.throttles) throttles += t;
