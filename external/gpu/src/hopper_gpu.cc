@@ -403,7 +403,8 @@ void HopperGpu::step(std::uint32_t tbi) {
           schedule(t, kMemDone, tbi);
         }
         ++tb.pc;
-        if (!ins.is_async()) {
+        // (a posted remote op can complete synchronously, while being issued)
+        if (!ins.is_async() && tb.outstanding > 0) {
           tb.state = TbState::kWaitMem;
           tb.wait_limit = 0;
           return;

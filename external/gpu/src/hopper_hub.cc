@@ -134,21 +134,28 @@ void HopperGpu::pump_sm(std::uint32_t q) {
       ++outstanding_stalls_;
       return;
     }
-    // Next packet: the sectors of the current row that fall into one max_packet_bytes line.
+    // Next packet: the 32 B sectors touched in one max_packet_bytes line, across consecutive
+    // rows while they stay in that line (coalescing).
     const std::uint64_t line = cfg_.max_packet_bytes;
-    const std::uint64_t a = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride + op.col;
-    const std::uint64_t row_end = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride + op.row_bytes;
-    const std::uint64_t chunk_end = std::min(row_end, (a / line + 1) * line);
-    const std::uint64_t s0 = a & ~31ull, s1 = (chunk_end + 31) & ~31ull;
-    const auto bytes = static_cast<std::uint32_t>(s1 - s0);
-    op.col += static_cast<std::uint32_t>(chunk_end - a);
-    if (op.col >= op.row_bytes) {
+    std::uint64_t line_no = ~0ull, mask = 0;
+    for (;;) {
+      const std::uint64_t row_start = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride;
+      const std::uint64_t a = row_start + op.col;
+      if (line_no != ~0ull && a / line != line_no) break;
+      line_no = a / line;
+      const std::uint64_t chunk_end = std::min(row_start + op.row_bytes, (line_no + 1) * line);
+      for (std::uint64_t sct = (a % line) / 32; sct <= ((chunk_end - 1) % line) / 32; ++sct) mask |= 1ull << sct;
+      op.col += static_cast<std::uint32_t>(chunk_end - a);
+      if (op.col < op.row_bytes) break;  // the row continues in the next line
       op.col = 0;
       if (++op.row >= op.rows) {
         op.all_issued = true;
         s.remote_q.pop_front();
+        break;
       }
     }
+    const std::uint64_t s0 = line_no * line + 32ull * static_cast<std::uint64_t>(__builtin_ctzll(mask));
+    const auto bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
     ++op.pending;
     if (!posted) ++s.outstanding;
 

@@ -1,0 +1,584 @@
+// Unit tests of the Hopper GPU model: instruction timing and effects, memory traffic, NVLink
+// packets per sector pattern, and the fields of .cais / multimem / sync requests.
+//
+// A "probe" switch model (registered here, tests only) records every packet a GPU sends and
+// answers requests the simplest correct way, so packet fields can be checked one by one.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "cais/engine_host.h"
+#include "cais/errors.h"
+#include "cais/gpu/hopper_gpu.h"
+#include "cais/link.h"
+
+namespace cais::gpu {
+namespace {
+
+struct Seen {
+  proto::PacketType type;
+  std::uint32_t src, dst, payload, group, aux, count;
+  std::uint64_t addr;
+  std::vector<double> values;
+};
+std::vector<Seen>& seen() {
+  static std::vector<Seen> s;
+  return s;
+}
+
+class ProbeSwitch : public NodeComponent {
+ public:
+  ProbeSwitch(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+    const Params& p = sim.params();
+    flit_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
+    hdr_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
+    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
+    const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+    const auto& info = sim.node(node);
+    out_.resize(info.out.size());
+    in_.resize(info.out.size());
+    q_.resize(info.out.size());
+    for (std::uint32_t i = 0; i < info.out.size(); ++i) {
+      out_[i].init(info.out[i], vcs, depth, flit_, 1000000);
+      in_[i].init(node, i, info.out[i], vcs, depth, 0);
+    }
+  }
+  void handle(const Event& e) override {
+    if (e.kind == 2) return pump(e.arg32);
+    const PacketHandle h = static_cast<PacketHandle>(e.arg);
+    Packet& p = sim_.packets()[h];
+    const std::uint32_t port = p.hop_port;
+    if (p.type == proto::PKT_CREDIT) {
+      out_[port].return_credits(p.vc, p.count);
+      sim_.packets().release(h);
+      return pump(port);
+    }
+    in_[port].accept(sim_, h);
+    in_[port].pop(sim_, *this, p.vc);
+    seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values});
+    proto::PacketType reply = proto::PKT_UNSPECIFIED;
+    std::uint32_t bytes = 0;
+    switch (p.type) {
+      case proto::PKT_READ_REQ: reply = proto::PKT_READ_RESP; bytes = p.aux; break;
+      case proto::PKT_CAIS_LD_REQ: reply = proto::PKT_CAIS_LD_RESP; bytes = p.count; break;
+      case proto::PKT_MM_LD_REDUCE_REQ: reply = proto::PKT_MM_LD_REDUCE_RESP; bytes = p.count; break;
+      case proto::PKT_WRITE: reply = proto::PKT_WRITE_ACK; break;
+      case proto::PKT_SYNC_REQ: reply = proto::PKT_SYNC_RELEASE; break;
+      default: break;
+    }
+    if (reply != proto::PKT_UNSPECIFIED) {
+      const PacketHandle r = sim_.new_packet(*this);
+      Packet& q = sim_.packets()[r];
+      const Packet& req = sim_.packets()[h];
+      q.type = reply;
+      q.src = node_;
+      q.dst = req.src;
+      q.addr = req.addr;
+      q.tag = req.tag;
+      q.group = req.group;
+      q.inject_ps = req.inject_ps;
+      q.payload_bytes = bytes;
+      q.flits = flits_for(bytes, flit_, hdr_);
+      q_[port].push_back(r);
+      pump(port);
+    }
+    sim_.packets().release(h);
+  }
+  bool done() const override { return true; }
+
+ private:
+  void pump(std::uint32_t port) {
+    if (q_[port].empty() || !out_[port].idle_at(sim_.now())) return;
+    const PacketHandle r = q_[port].front();
+    if (!out_[port].has_credits(1, sim_.packets()[r].flits)) return;
+    q_[port].pop_front();
+    schedule(out_[port].transmit(sim_, *this, r, 1), 2, 0, port);
+  }
+  std::uint32_t node_, flit_ = 16, hdr_ = 1;
+  std::vector<OutputChannel> out_;
+  std::vector<InputBuffer> in_;
+  std::vector<std::deque<PacketHandle>> q_;
+};
+
+const bool probe_registered = [] {
+  NodeFactory f;
+  f.engine = "net";
+  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<ProbeSwitch>(sim, node); };
+  NodeRegistry::instance().add(proto::NODE_SWITCH, "probe", std::move(f));
+  return true;
+}();
+
+// ---------------------------------------------------------------- helpers
+void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
+  auto put_d = [&](const std::string& k, double v) { (*c.mutable_params())[k].set_d(v); };
+  auto put_i = [&](const std::string& k, std::int64_t v) { (*c.mutable_params())[k].set_i(v); };
+  put_i("gpu.num_sms", sms);
+  put_d("gpu.clock_mhz", 1000.0);  // 1 GHz: 1 cycle = 1 ns
+  put_i("gpu.tc_flops_per_cycle_per_sm", 4096);
+  put_i("gpu.alu_flops_per_cycle_per_sm", 256);
+  put_i("gpu.max_blocks_per_sm", 32);
+  put_i("gpu.max_threads_per_sm", 2048);
+  put_i("gpu.regs_per_sm", 65536);
+  put_d("gpu.smem_per_sm_kb", 228.0);
+  put_d("gpu.l2_size_mb", 50.0);
+  put_d("gpu.l2_bw_gbps", 1000.0);  // 1 B/ps
+  put_d("gpu.l2_latency_ns", 100.0);
+  put_d("gpu.sm_l2_bytes_per_cycle", 1000.0);
+  put_d("gpu.hbm_bw_gbps", 500.0);
+  put_d("gpu.hbm_latency_ns", 400.0);
+  put_i("gpu.max_outstanding_per_sm", 64);
+  put_i("gpu.dma_max_outstanding", 64);
+  put_i("gpu.max_packet_bytes", 128);
+  put_d("gpu.launch_skew_ns", 0.0);
+  put_d("gpu.block_jitter_frac", 0.0);
+  put_d("gpu.tc_efficiency", 1.0);
+  put_d("gpu.hbm_efficiency", 1.0);
+  put_d("gpu.tb_overhead_ns", 10.0);
+  put_d("gpu.kernel_launch_ns", 1000.0);
+  put_i("net.flit_bytes", 16);
+  put_i("net.header_flits", 1);
+  put_i("net.vcs_per_port", 4);
+  put_i("net.vc_depth_flits", 256);
+  (*c.mutable_params())["host.gpu_model"].set_s("hopper");
+  (*c.mutable_params())["host.switch_model"].set_s("probe");
+}
+
+// `gpus` GPUs; with a probe switch (node gpus) linked to every GPU's port 0 when `probe`.
+proto::Configure make_config(const isa::Workload& wl, std::uint32_t gpus, bool probe) {
+  proto::Configure c;
+  set_gpu_defaults(c);
+  for (std::uint32_t g = 0; g < gpus; ++g) {
+    auto* n = c.mutable_topology()->add_nodes();
+    n->set_id(g);
+    n->set_kind(proto::NODE_GPU);
+    n->set_name("gpu" + std::to_string(g));
+    n->set_num_ports(probe ? 1 : 0);
+    c.add_hosted_nodes(g);
+    c.add_node_engine(0);
+  }
+  if (probe) {
+    auto* n = c.mutable_topology()->add_nodes();
+    n->set_id(gpus);
+    n->set_kind(proto::NODE_SWITCH);
+    n->set_name("probe");
+    n->set_num_ports(gpus);
+    c.add_hosted_nodes(gpus);
+    c.add_node_engine(0);
+    for (std::uint32_t g = 0; g < gpus; ++g)
+      for (int dir = 0; dir < 2; ++dir) {
+        auto* l = c.mutable_topology()->add_links();
+        l->set_src_node(dir ? gpus : g);
+        l->set_src_port(dir ? g : 0);
+        l->set_dst_node(dir ? g : gpus);
+        l->set_dst_port(dir ? 0 : g);
+        l->set_bw_gbps(100.0);
+        l->set_latency_ps(250000);
+        l->set_lanes(4);
+      }
+  }
+  c.set_workload(wl.SerializeAsString());
+  return c;
+}
+
+struct RunResult {
+  std::unique_ptr<HostedModel> m;
+  std::map<std::string, double> stats;
+  const HopperGpu& gpu(std::uint32_t i) const { return *dynamic_cast<const HopperGpu*>(m->nodes()[i].get()); }
+};
+
+RunResult run(const isa::Workload& wl, std::uint32_t gpus = 1, bool probe = false) {
+  seen().clear();
+  RunResult r;
+  r.m = std::make_unique<HostedModel>();
+  r.m->configure(make_config(wl, gpus, probe));
+  r.m->sim().run_until(kNever);
+  EXPECT_TRUE(r.m->done()) << r.m->blocked_reason();
+  r.m->check_drained();
+  proto::Stats st;
+  r.m->export_stats(&st);
+  for (const auto& s : st.stats()) r.stats[s.name()] = s.value();
+  r.stats["end"] = static_cast<double>(r.m->sim().now());
+  return r;
+}
+
+isa::Workload one_kernel(std::uint32_t gpus = 1, std::uint32_t grid = 1, bool functional = false) {
+  isa::Workload wl;
+  wl.set_name("t");
+  wl.set_num_gpus(gpus);
+  wl.set_functional(functional);
+  auto* b = wl.add_buffers();
+  b->set_name("X");
+  b->set_bytes(1 << 20);
+  b->set_dtype(isa::FP32);
+  auto* mc = wl.add_buffers();
+  mc->set_name("MC");
+  mc->set_bytes(1 << 16);
+  mc->set_dtype(isa::FP32);
+  mc->set_multicast(true);
+  auto* k = wl.add_kernels();
+  k->set_name("k");
+  k->set_grid_x(grid);
+  k->set_grid_y(1);
+  k->set_threads_per_block(128);
+  k->set_regs_per_thread(32);
+  wl.add_launches()->set_kernel(0);
+  return wl;
+}
+
+isa::Instr* add(isa::Workload& wl, isa::Opcode op) {
+  auto* i = wl.mutable_kernels(0)->add_program();
+  i->set_op(op);
+  return i;
+}
+
+isa::Instr* mem(isa::Workload& wl, isa::Opcode op, std::uint32_t rows, std::uint32_t row_bytes, std::uint64_t stride,
+                std::int64_t base = 0, std::int64_t peer = 0) {
+  auto* i = add(wl, op);
+  i->set_rows(rows);
+  i->set_row_bytes(row_bytes);
+  i->set_row_stride(stride);
+  i->mutable_addr()->set_base(base);
+  i->mutable_peer()->set_base(peer);
+  return i;
+}
+
+// ---------------------------------------------------------------- tests
+TEST(Hopper, MmaTimeIsFlopsOverTensorRate) {
+  auto wl = one_kernel();
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  m->set_dtype(isa::BF16);
+  auto r = run(wl);
+  // 2*128*128*64 FLOP at 4096 FLOP/cycle, 1 GHz = 512 ns; + launch 1000 ns + block 10 ns.
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.finish_time"], (1000 + 10 + 512) * 1000.0);
+  EXPECT_EQ(r.stats["gpu0.mma_flops"], 2.0 * 128 * 128 * 64);
+  EXPECT_EQ(r.stats["gpu0.tbs_completed"], 1);
+}
+
+TEST(Hopper, TwoBlocksShareOneSmTensorCore) {
+  auto wl = one_kernel(1, 2);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  proto::Configure c;  // one SM: both blocks reside on it and share its tensor cores
+  auto r = [&] {
+    seen().clear();
+    RunResult x;
+    x.m = std::make_unique<HostedModel>();
+    auto cfg = make_config(wl, 1, false);
+    (*cfg.mutable_params())["gpu.num_sms"].set_i(1);
+    x.m->configure(cfg);
+    x.m->sim().run_until(kNever);
+    return x.m->sim().now();
+  }();
+  EXPECT_EQ(r, (1000 + 10 + 2 * 512) * 1000ull);
+}
+
+TEST(Hopper, LoopsRunTheirTripCountAndWavesFollowOccupancy) {
+  auto wl = one_kernel(1, 8);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);  // one block per SM
+  add(wl, isa::LOOP)->set_count(3);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  add(wl, isa::ENDLOOP);
+  auto r = run(wl);  // 4 SMs, 8 blocks -> 2 waves of (10 + 3*512) ns
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.finish_time"], (1000 + 2 * (10 + 3 * 512)) * 1000.0);
+  EXPECT_EQ(r.stats["gpu0.mma_flops"], 8 * 3 * 2.0 * 128 * 128 * 64);
+}
+
+TEST(Hopper, LocalLoadMissGoesToHbmThenHitsInL2) {
+  auto wl = one_kernel();
+  mem(wl, isa::LD, 4, 256, 1024);
+  mem(wl, isa::LD, 4, 256, 1024);  // same tile: L2 hit
+  auto r = run(wl);
+  EXPECT_EQ(r.stats["gpu0.local.ld_bytes"], 2 * 1024);
+  EXPECT_EQ(r.stats["gpu0.local.hbm_read_bytes"], 1024);
+  EXPECT_EQ(r.stats["gpu0.local.l2_tile_hits"], 1);
+  // miss: max(L2 1024 ps, HBM 2048 ps) + 400 ns + 100 ns; hit: 1024 ps + 100 ns
+  const double t = 1010e3 + (2048 + 500e3) + (1024 + 100e3);
+  EXPECT_NEAR(r.stats["gpu0.finish_time"], t, 2048);
+}
+
+TEST(Hopper, StoresWriteValuesAndLoadsReadThem) {
+  auto wl = one_kernel(1, 1, true);
+  auto* st = mem(wl, isa::ST, 2, 64, 128, 256);
+  st->set_value(3);
+  mem(wl, isa::LD, 2, 64, 128, 256);
+  auto r = run(wl);
+  EXPECT_EQ(r.stats["gpu0.local.st_bytes"], 128);
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.ld_value_sum"], 3.0 * 32);  // 32 fp32 elements
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, 64), 3.0);          // byte 256 = element 64
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, 64 + 16), 0.0);     // gap between rows untouched
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, 64 + 32), 3.0);     // second row at +128 B
+}
+
+// Packets per sector pattern: ld.remote rows x row_bytes at a stride, to peer 1.
+struct Pattern {
+  std::uint32_t rows, row_bytes;
+  std::uint64_t stride;
+  std::int64_t base;
+  std::uint32_t packets, bytes;
+};
+class RemotePattern : public ::testing::TestWithParam<Pattern> {};
+
+TEST_P(RemotePattern, SectorsCoalesceIntoPacketsOfOneLine) {
+  const Pattern pt = GetParam();
+  auto wl = one_kernel(2);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::LD_REMOTE, pt.rows, pt.row_bytes, pt.stride, pt.base, 1);
+  auto r = run(wl, 2, true);
+  EXPECT_EQ(r.stats["gpu0.tx.READ_REQ.packets"], pt.packets);
+  EXPECT_EQ(r.stats["gpu0.rx.READ_RESP.bytes"], pt.bytes);
+  std::uint64_t sum = 0;
+  for (const auto& s : seen()) {
+    EXPECT_EQ(s.type, proto::PKT_READ_REQ);
+    EXPECT_EQ(s.dst, 1u);
+    EXPECT_EQ(s.addr >> kOwnerShift, 1u);  // peer's address space
+    EXPECT_EQ(s.addr % 32, 0u);            // sector aligned
+    EXPECT_LE(s.aux, 128u);
+    sum += s.aux;
+  }
+  EXPECT_EQ(sum, pt.bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, RemotePattern,
+    ::testing::Values(Pattern{1, 512, 0, 0, 4, 512},           // contiguous: 4 full lines
+                      Pattern{4, 64, 4096, 0, 4, 256},         // 4 rows of 2 sectors
+                      Pattern{1, 100, 0, 16, 1, 128},          // [16,116): sectors 0..3, one line
+                      Pattern{1, 128, 0, 96, 2, 128},          // [96,224): 1 sector + 3 sectors
+                      Pattern{8, 8, 32, 0, 2, 256},            // 8 rows of 8 B, 32 B apart: 4 sectors per line
+                      Pattern{2, 256, 1024, 64, 6, 512}));     // 2 x [64,320): 64 + 128 + 64 B
+
+TEST(Hopper, RemoteStoreWritesPeerMemoryAndIsAcked) {
+  auto wl = one_kernel(2, 1, true);
+  wl.mutable_launches(0)->add_gpus(0);
+  auto* st = mem(wl, isa::ST_REMOTE, 1, 256, 0, 0, 1);
+  st->set_value(5);
+  auto r = run(wl, 2, true);
+  EXPECT_EQ(r.stats["gpu0.tx.WRITE.packets"], 2);
+  EXPECT_EQ(r.stats["gpu0.tx.WRITE.bytes"], 256);
+  EXPECT_EQ(r.stats["gpu0.rx.WRITE_ACK.packets"], 2);
+  ASSERT_EQ(seen().size(), 2u);
+  EXPECT_EQ(seen()[0].values.size(), 32u);  // 128 B of fp32
+  EXPECT_DOUBLE_EQ(seen()[0].values[0], 5.0);
+}
+
+TEST(Hopper, CaisLoadCarriesGroupParticipantsAndOwner) {
+  auto wl = one_kernel(4, 3);
+  auto* k = wl.mutable_kernels(0);
+  k->mutable_cais()->set_enabled(true);
+  k->mutable_cais()->set_num_gpus(4);
+  k->mutable_cais()->set_group_base(100);
+  k->mutable_cais()->set_pre_launch_sync(true);
+  k->mutable_cais()->set_pre_access_sync(true);
+  add(wl, isa::CAIS_SYNC);
+  auto* ld = mem(wl, isa::LD_CAIS, 1, 128, 0, 0, 2);  // every GPU loads from GPU 2
+  ld->mutable_addr()->set_block_x(128);
+  auto r = run(wl, 4, true);
+  std::uint32_t ld_reqs = 0, sync = 0;
+  for (const auto& s : seen()) {
+    if (s.type == proto::PKT_CAIS_LD_REQ) {
+      ++ld_reqs;
+      EXPECT_EQ(s.dst, 2u);
+      EXPECT_EQ(s.aux, 3u);  // 4 GPUs, the owner reads locally
+      EXPECT_EQ(s.count, 128u);
+      EXPECT_GE(s.group, 100u);
+      EXPECT_LT(s.group, 103u);
+      EXPECT_EQ(s.addr, unicast_addr(2, (s.group - 100) * 128));  // GPU-invariant: same address from all
+    } else if (s.type == proto::PKT_SYNC_REQ) {
+      ++sync;
+      EXPECT_EQ(s.aux, 4u);
+    }
+  }
+  EXPECT_EQ(ld_reqs, 3u * 3);        // GPUs 0, 1, 3 x 3 blocks; GPU 2 is local
+  EXPECT_EQ(sync, 4u * 3 * 2);       // pre-launch + pre-access, every block on every GPU
+  EXPECT_EQ(r.stats["gpu2.tx.CAIS_LD_REQ.packets"], 0);
+  EXPECT_EQ(r.stats["gpu0.sync_requests"], 6);
+}
+
+TEST(Hopper, RedCaisAndMultimemArePostedWithTheRightTypeAndAddress) {
+  auto wl = one_kernel(2, 1, true);
+  wl.mutable_launches(0)->add_gpus(0);
+  auto* red = mem(wl, isa::RED_CAIS, 1, 128, 0, 64, 1);
+  red->set_value(2);
+  auto* mst = mem(wl, isa::MM_ST, 1, 64, 0, 128, 0);
+  mst->set_buffer(1);
+  auto* mred = mem(wl, isa::MM_RED, 1, 32, 0, 0, 0);
+  mred->set_buffer(1);
+  auto* mld = mem(wl, isa::MM_LD_REDUCE, 1, 128, 0, 0, 0);
+  mld->set_buffer(1);
+  auto r = run(wl, 2, true);
+  const std::uint64_t mc_base = 1 << 20;  // MC follows X (1 MB, 4 KB aligned)
+  ASSERT_EQ(seen().size(), 5u);
+  // red.cais [64,192) crosses a line: two packets of 64 B, posted, one contribution each.
+  EXPECT_EQ(seen()[0].type, proto::PKT_CAIS_RED);
+  EXPECT_EQ(seen()[0].addr, unicast_addr(1, 64));
+  EXPECT_EQ(seen()[0].payload, 64u);
+  EXPECT_EQ(seen()[0].aux, 1u);  // 2 GPUs, the home GPU 1 does not send to itself
+  EXPECT_EQ(seen()[0].count, 1u);
+  EXPECT_DOUBLE_EQ(seen()[0].values.at(0), 2.0);
+  EXPECT_EQ(seen()[1].type, proto::PKT_CAIS_RED);
+  EXPECT_EQ(seen()[1].addr, unicast_addr(1, 128));
+  EXPECT_EQ(seen()[2].type, proto::PKT_MM_ST);
+  EXPECT_EQ(seen()[2].addr, kMulticastBit | (mc_base + 128));
+  EXPECT_EQ(seen()[2].payload, 64u);
+  EXPECT_EQ(seen()[2].aux, 2u);  // NVLS group: the workload's GPUs
+  EXPECT_EQ(seen()[3].type, proto::PKT_MM_RED);
+  EXPECT_EQ(seen()[3].payload, 32u);
+  EXPECT_EQ(seen()[4].type, proto::PKT_MM_LD_REDUCE_REQ);
+  EXPECT_EQ(seen()[4].payload, 0u);
+  EXPECT_EQ(seen()[4].count, 128u);
+  EXPECT_EQ(r.stats["gpu0.tx.CAIS_RED.bytes"], 128);
+  EXPECT_EQ(r.stats["gpu0.rx.MM_LD_REDUCE_RESP.bytes"], 128);
+}
+
+TEST(Hopper, ArrivingReductionsAndMulticastStoresUpdateMemory) {
+  // GPU 1 sends red.cais to GPU 0 over a direct link (no switch): GPU 0 accumulates.
+  auto wl = one_kernel(2, 1, true);
+  wl.mutable_launches(0)->add_gpus(1);
+  auto* red = mem(wl, isa::RED_CAIS, 1, 128, 0, 0, 0);
+  red->set_value(7);
+  auto* red2 = mem(wl, isa::RED_CAIS, 1, 128, 0, 0, 0);
+  red2->set_value(1);
+  add(wl, isa::BAR);
+  proto::Configure c = make_config(wl, 2, false);
+  for (auto* n : {c.mutable_topology()->mutable_nodes(0), c.mutable_topology()->mutable_nodes(1)}) n->set_num_ports(1);
+  for (int dir = 0; dir < 2; ++dir) {
+    auto* l = c.mutable_topology()->add_links();
+    l->set_src_node(dir);
+    l->set_dst_node(1 - dir);
+    l->set_bw_gbps(100);
+    l->set_latency_ps(100000);
+    l->set_lanes(1);
+  }
+  HostedModel m;
+  m.configure(c);
+  m.sim().run_until(kNever);
+  ASSERT_TRUE(m.done()) << m.blocked_reason();
+  const auto& g0 = *dynamic_cast<const HopperGpu*>(m.nodes()[0].get());
+  for (int e = 0; e < 32; ++e) EXPECT_DOUBLE_EQ(g0.mem_value(0, e), 8.0);
+  EXPECT_DOUBLE_EQ(g0.mem_value(0, 32), 0.0);
+}
+
+TEST(Hopper, FlagsOrderBlocksAcrossKernelsAndTbDependenciesGateConsumers) {
+  isa::Workload wl = one_kernel(1, 4);
+  auto* sig = add(wl, isa::FLAG_SIGNAL);  // producer: each block bumps flag 0
+  sig->set_value(1);
+  auto* k2 = wl.add_kernels();
+  k2->set_name("consumer");
+  k2->set_grid_x(1);
+  k2->set_grid_y(1);
+  k2->set_threads_per_block(128);
+  auto* w = k2->add_program();
+  w->set_op(isa::FLAG_WAIT);
+  w->set_value(4);
+  auto* la = wl.add_launches();
+  la->set_kernel(1);
+  la->set_stream(1);
+  auto r = run(wl);
+  EXPECT_EQ(r.gpu(0).flag_value(0, 0), 4u);
+  EXPECT_EQ(r.stats["gpu0.tbs_completed"], 5);
+
+  // TB dependency: consumer block b waits for producer block b (which runs a long mma).
+  isa::Workload d = one_kernel(1, 2);
+  auto* m = add(d, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(640);
+  auto* c2 = d.add_kernels();
+  c2->set_name("consumer");
+  c2->set_grid_x(2);
+  c2->set_grid_y(1);
+  c2->set_threads_per_block(128);
+  c2->add_program()->set_op(isa::BAR);
+  auto* l2 = d.add_launches();
+  l2->set_kernel(1);
+  l2->set_stream(1);
+  auto* dep = l2->add_deps();
+  dep->set_producer(0);
+  dep->set_scale_num(1);
+  dep->set_scale_den(1);
+  auto rd = run(d);
+  const auto& C = rd.gpu(0).launch_state(1);
+  EXPECT_GE(C.end_ps, (1000 + 10 + 5120) * 1000ull);  // after its producer block's mma
+  EXPECT_LT(C.end_ps, (1000 + 10 + 5120 + 100) * 1000ull);
+}
+
+TEST(Hopper, PersistentKernelsLoopOverLogicalBlocks) {
+  auto wl = one_kernel(1, 40);
+  wl.mutable_kernels(0)->set_persistent(true);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  auto r = run(wl);
+  EXPECT_EQ(r.stats["gpu0.tbs_completed"], 40);
+  EXPECT_EQ(r.stats["gpu0.kernel0.k.tbs"], 40);
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.finish_time"], (1000 + 10 * (10 + 512)) * 1000.0);  // 4 SMs x 10 blocks
+}
+
+TEST(Hopper, SmPartitionsAndPrioritiesShareTheGpu) {
+  auto wl = one_kernel(1, 4);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  wl.mutable_launches(0)->set_sm_first(0);
+  wl.mutable_launches(0)->set_sm_count(2);  // 4 blocks on 2 SMs: 2 waves
+  auto* la = wl.add_launches();
+  la->set_kernel(0);
+  la->set_stream(1);
+  la->set_sm_first(2);
+  la->set_sm_count(2);
+  auto r = run(wl);
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel0.k.end"], 1000 + 2 * (10 + 512));
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.end"], 1000 + 2 * (10 + 512));
+}
+
+TEST(Hopper, BadWorkloadsAreConfigErrorsNamingTheKernel) {
+  auto wl = one_kernel();
+  wl.mutable_kernels(0)->set_smem_bytes(300 * 1024);
+  add(wl, isa::BAR);
+  HostedModel m;
+  try {
+    m.configure(make_config(wl, 1, false));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'k' does not fit"), std::string::npos) << e.what();
+  }
+  auto wl2 = one_kernel();
+  add(wl2, isa::ENDLOOP);
+  HostedModel m2;
+  EXPECT_THROW(m2.configure(make_config(wl2, 1, false)), ConfigError);
+}
+
+TEST(Hopper, SeededJitterIsReproducibleAndChangesWithTheSeed) {
+  auto wl = one_kernel(1, 16);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  auto once = [&](std::uint64_t seed) {
+    auto c = make_config(wl, 1, false);
+    (*c.mutable_params())["gpu.block_jitter_frac"].set_d(0.1);
+    (*c.mutable_params())["gpu.launch_skew_ns"].set_d(500.0);
+    c.set_seed(seed);
+    HostedModel h;
+    h.configure(c);
+    h.sim().run_until(kNever);
+    return h.sim().now();
+  };
+  EXPECT_EQ(once(1), once(1));
+  EXPECT_NE(once(1), once(2));
+}
+
+}  // namespace
+}  // namespace cais::gpu
