@@ -5,7 +5,8 @@
 // or takes it (kConsumed: the feature now owns the handle and must forward, answer, merge or
 // release it). Features create packets of their own (responses, multicast copies, merged
 // writes, releases) through SwitchContext::inject, which enqueues them for routing from the
-// given input port as if they had arrived there. New features register by name and are
+// given input port as if they had arrived there; injected packets are routed directly and are
+// not offered to the features again. New features register by name and are
 // enabled from config (net.features), so adding one touches no router code.
 #pragma once
 #include <cstdint>
@@ -61,7 +62,8 @@ struct FeatureArgs {
   std::uint32_t switch_node;
 };
 
-// name -> factory; features add themselves via CAIS_NET_REGISTER_FEATURE in their own .cc.
+// name -> factory; features add themselves with FeatureRegistry::instance().add(name, factory)
+// from a static registrar in their own .cc; their parameters are the keys net.<name>.*.
 class FeatureRegistry {
  public:
   using Factory = std::function<std::unique_ptr<SwitchFeature>(const FeatureArgs&)>;
