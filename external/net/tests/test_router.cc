@@ -189,6 +189,41 @@ TEST(VcAllocator, ClassesAreDisjoint) {
   EXPECT_THROW(vc_range(VcClass::kLoad, 2, true), ConfigError);
 }
 
+TEST(VcAllocator, TrafficControlKeepsLoadsAndReductionsApartRoundRobin) {
+  VcAllocator va;
+  va.init(1, 8, true);
+  OutputChannel ch;
+  PortLink l;
+  l.connected = true;
+  l.bw_gbps = 16;
+  ch.init(l, 8, 256, 16, 1000);
+  const auto ld = vc_range(VcClass::kLoad, 8, true), red = vc_range(VcClass::kReduction, 8, true);
+  std::vector<std::int32_t> loads, reds;
+  for (int i = 0; i < 6; ++i) {
+    const auto a = va.allocate(0, ch, proto::PKT_READ_REQ, 1);
+    const auto b = va.allocate(0, ch, proto::PKT_CAIS_RED, 9);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    EXPECT_GE(a, static_cast<std::int32_t>(ld.first));
+    EXPECT_LT(a, static_cast<std::int32_t>(ld.first + ld.count));
+    EXPECT_GE(b, static_cast<std::int32_t>(red.first));
+    EXPECT_LT(b, static_cast<std::int32_t>(red.first + red.count));
+    loads.push_back(a);
+    reds.push_back(b);
+    va.release(0, static_cast<std::uint32_t>(a));
+    va.release(0, static_cast<std::uint32_t>(b));
+  }
+  EXPECT_EQ(loads, (std::vector<std::int32_t>{0, 1, 2, 0, 1, 2}));  // round-robin within the class
+  // A held VC is not granted twice; credits must cover the whole packet (virtual cut-through).
+  VcAllocator v2;
+  v2.init(1, 2, false);
+  OutputChannel c2;
+  c2.init(l, 2, 8, 16, 1000);
+  EXPECT_EQ(v2.allocate(0, c2, proto::PKT_READ_REQ, 9), -1);  // 8 credits < 9 flits
+  EXPECT_EQ(v2.allocate(0, c2, proto::PKT_READ_REQ, 4), 0);
+  EXPECT_EQ(v2.allocate(0, c2, proto::PKT_READ_REQ, 4), -1);  // held
+}
+
 TEST(Routing, DeterministicAndSpreadOverSpines) {
   auto b = testing::fat_tree(4, 4, 4);
   b.net_params();
