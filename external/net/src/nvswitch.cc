@@ -47,6 +47,7 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
   sim.stats().counter(n + ".packets_consumed_by_features", "packets", &consumed_);
   sim.stats().counter(n + ".packets_injected_by_features", "packets", &injected_);
   sim.stats().histogram(n + ".residence", "ns", &residence_ns_);
+  watched_ = sim.watched(n);
 }
 
 NvSwitch::~NvSwitch() = default;
@@ -129,6 +130,12 @@ void NvSwitch::on_arrival(PacketHandle h) {
   if (port >= in_.size()) throw InvariantError(NodeComponent::name() + ": packet on unknown port");
   const std::uint32_t vc = p.vc, flits = p.flits;
   in_[port].check_fits(p);
+  if (watched_) {
+    std::ostringstream os;
+    os << "arrive port" << port << " vc" << vc << " " << proto::PacketType_Name(p.type) << " id " << p.id << " "
+       << p.src << "->" << p.dst << " addr 0x" << std::hex << p.addr;
+    sim_.trace(*this, os.str());
+  }
   // Features first (NVLS, merge unit, sync): a consumed packet leaves the VC buffer at once.
   for (auto& f : features_) {
     if (f->on_arrival(*this, port, h) == SwitchFeature::Verdict::kConsumed) {
@@ -228,6 +235,13 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   swa_.commit(in, out, tail);
   schedule(tail, kPortFree, out, in);
   ++forwarded_;
+  if (watched_) {
+    const Packet& p = sim_.packets()[e.h];
+    std::ostringstream os;
+    os << "send " << proto::PacketType_Name(p.type) << " id " << p.id << " port" << in << " vc" << vc << " -> port"
+       << out << " vc" << e.out_vc << ", tail leaves at " << tail << " ps";
+    sim_.trace(*this, os.str());
+  }
   residence_ns_.add(static_cast<double>(tail - e.tail_ps) / 1000.0);
   // Older waiters get the released downstream VC before this VC's next head asks for it.
   wake_vc_waiters(out);

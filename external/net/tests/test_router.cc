@@ -426,6 +426,21 @@ TEST(Router, SameSeedSameRunDifferentSeedDifferentRun) {
   EXPECT_NE(once(11), once(12));
 }
 
+TEST(Router, WatchedSwitchTracesPackets) {
+  auto b = testing::xbar(2);
+  b.net_params();
+  b.traffic(1, 128, 1.0, 1);
+  auto cfg = b.done();
+  cfg.add_watch("sw0");
+  HostedModel m;
+  m.configure(cfg);
+  ::testing::internal::CaptureStderr();
+  m.sim().run_until(kNever);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("| sw0 | arrive port0 vc0 PKT_READ_REQ"), std::string::npos) << err;
+  EXPECT_NE(err.find("| sw0 | send PKT_READ_RESP"), std::string::npos) << err;
+}
+
 TEST(BooksimConfig, StrictParse) {
   auto c = BooksimConfig::from_string("// comment\ntopology = fly; k = 4; n = 1;\npacket_size = 9; vc_buf_size = 64; // tail\n"
                                       "hotspot_nodes = {1, 2};\ninjection_rate = 0.3; injection_rate_uses_flits = 1;\n");

@@ -91,6 +91,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::uint8_t> ready_pending_;  // [in * (vcs+1) + vc] a kHeadReady is scheduled
   std::vector<std::uint32_t> losers_;
   bool allocate_pending_ = false;
+  bool watched_ = false;  // trace lines `time | sw | message` (cosim.watch)
   std::uint64_t forwarded_ = 0, consumed_ = 0, injected_ = 0, buffered_ = 0;
   Histogram residence_ns_;
 };
