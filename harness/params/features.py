@@ -29,7 +29,10 @@ class NvlsParams:
 class CaisMergeParams:
     """Feature ``cais_merge``: the CAIS merge unit (CAM lookup + merging table) with load and
     reduction merging, LRU eviction, timeouts and TB-aware request throttling (HPCA'26 CAIS,
-    III-A2..4, III-B2). Defaults: the paper's 40 KB / 320-entry table per switch port."""
+    III-A2..4, III-B2). Defaults: the paper's 40 KB / 320-entry table per switch port.
+    A CAIS request's ``aux`` is the number of GPUs that send one for the address (the TB
+    group's GPUs other than the owner / home: P-1 when it is in the group); an entry completes
+    when that many have merged."""
 
     scope: str = "port"
     """``port``: one table per switch port (the port towards the home GPU of the address);
@@ -51,6 +54,9 @@ class CaisMergeParams:
     that group that still wait for its peers."""
     throttle_resume_entries: int = 32
     """The throttle is lifted when that count falls to this value or below (< ahead)."""
+    throttle_hold_ns: float = 2000.0
+    """How long a THROTTLE asks the GPU to hold that group's mergeable requests at most (its
+    ``aux``); lifted earlier (THROTTLE aux = 0) when the GPU's peers catch up; > 0."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
   c.throttle = p.get_bool("net.cais_merge.throttle");
   c.throttle_ahead_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_ahead_entries"));
   c.throttle_resume_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_resume_entries"));
+  c.throttle_hold_ps = ns_to_ps(p.get_positive("net.cais_merge.throttle_hold_ns"));
   if (c.throttle && c.throttle_resume_entries >= c.throttle_ahead_entries)
     throw ConfigError("net.cais_merge.throttle_resume_entries", "must be < throttle_ahead_entries");
   c.shape = PacketShape::from_params(p);
@@ -97,8 +98,8 @@ void CaisMergeUnit::forward(SwitchContext& ctx, std::uint32_t in_port, PacketHan
 
 SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
   Packet& p = ctx.packet(h);
-  const std::uint32_t P = p.aux;
-  if (P < 3) return Verdict::kForward;  // at most one requester: nothing to merge
+  const std::uint32_t N = p.aux;  // requesters to expect
+  if (N < 2) return Verdict::kForward;  // a single requester: nothing to merge
   if (p.count == 0)
     throw InvariantError(ctx.name() + ": CAIS_LD_REQ without requested bytes (count) for addr " +
                          std::to_string(p.addr));
@@ -121,7 +122,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
     }
     answer(ctx, e, w);
     t.st.bytes_saved += e.payload_bytes;
-    if (e.count + 1 >= e.participants) {
+    if (e.count >= e.expected) {
       ++t.st.completions;
       release(ctx, idx);
     }
@@ -139,7 +140,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
   Entry& e = entries_[idx];
   e.state = State::kLoadWait;
   e.home = q.dst;
-  e.participants = P;
+  e.expected = N;
   e.count = 1;
   e.packets = 1;
   e.group = q.group;
@@ -177,7 +178,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_resp(SwitchContext& ctx, std::uint
     t.st.bytes_saved += e.payload_bytes;
   }
   e.waiters.clear();
-  if (e.count + 1 >= e.participants) {
+  if (e.count >= e.expected) {
     ++t.st.completions;
     release(ctx, idx);
   } else if (e.evict_on_fill) {
@@ -198,7 +199,7 @@ void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) 
   q.addr = e.addr;
   q.tag = w.tag;
   q.group = e.group;
-  q.aux = e.participants;
+  q.aux = e.expected;
   q.inject_ps = w.inject_ps;
   q.origin = node_;
   q.payload_bytes = e.payload_bytes;
@@ -211,9 +212,9 @@ void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) 
 
 SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
   Packet& p = ctx.packet(h);
-  const std::uint32_t P = p.aux;
+  const std::uint32_t N = p.aux;  // contributions to expect
   const std::uint32_t c = std::max<std::uint32_t>(1, p.count);
-  if (P < 3 || c + 1 >= P) return Verdict::kForward;  // already complete on its own
+  if (N < 2 || c >= N) return Verdict::kForward;  // complete on its own
   const TimePs now = ctx.now();
   std::int32_t idx = find(p.addr, Kind::kReduction);
   if (idx >= 0) {
@@ -234,7 +235,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     const std::uint32_t src = p.src;
     ctx.release(h);
     join(ctx, e, src, in_port);
-    if (e.count + 1 >= e.participants) {
+    if (e.count >= e.expected) {
       flush_reduction(ctx, idx, true);
       release(ctx, idx);
     }
@@ -252,7 +253,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   Entry& e = entries_[idx];
   e.state = State::kReduction;
   e.home = q.dst;
-  e.participants = P;
+  e.expected = N;
   e.count = c;
   e.packets = 1;
   e.group = q.group;
@@ -282,7 +283,7 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
   q.addr = e.addr;
   q.tag = e.first_tag;
   q.group = e.group;
-  q.aux = e.participants;
+  q.aux = e.expected;
   q.count = e.count;
   q.inject_ps = e.first_inject_ps;
   q.origin = node_;
@@ -426,8 +427,10 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::u
   e.members.push_back(gpu);
   Ahead& a = ahead_[PairKey{e.group, gpu}];
   ++a.n;
-  if (!a.throttled && a.n > cfg_.throttle_ahead_entries) {
+  // Throttle (again, if an earlier hold has run out) while the GPU is too far ahead.
+  if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
     a.throttled = true;
+    a.until = ctx.now() + cfg_.throttle_hold_ps;
     send_throttle(ctx, gpu, e.group, true, in_port);
   }
 }
@@ -441,7 +444,8 @@ void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
     --a.n;
     if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
       a.throttled = false;
-      send_throttle(ctx, gpu, e.group, false, e.first_in_port);
+      // Lift a hold that is still running; one that ran out needs no message.
+      if (ctx.now() < a.until) send_throttle(ctx, gpu, e.group, false, e.first_in_port);
     }
     if (a.n == 0 && !a.throttled) ahead_.erase(it);
   }
@@ -456,7 +460,8 @@ void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::ui
   q.src = node_;
   q.dst = gpu;
   q.group = group;
-  q.aux = on ? 1 : 0;
+  // aux = how long the GPU should hold mergeable requests (ns); 0 lifts the hold.
+  q.aux = on ? static_cast<std::uint32_t>((cfg_.throttle_hold_ps + 999) / 1000) : 0;
   q.origin = node_;
   q.inject_ps = ctx.now();
   q.payload_bytes = 0;
@@ -498,7 +503,7 @@ void CaisMergeUnit::check_drained() const {
   for (const auto& e : entries_) {
     if (e.state == State::kFree) continue;
     os << " [addr " << e.addr << (e.state == State::kReduction ? " reduction" : " load") << " count " << e.count
-       << "/" << (e.participants - 1) << "]";
+       << "/" << e.expected << "]";
     break;
   }
   if (!ahead_.empty()) os << "; " << ahead_.size() << " throttle counters not zero";

@@ -58,8 +58,8 @@ std::vector<Delivered> of_type(const std::vector<Delivered>& v, proto::PacketTyp
 TEST(CaisMerge, LoadMissDefersThenFillsAndServesHitsFromTheLine) {
   Rig r(feature_params());
   const std::uint64_t A = 0x1000;
-  r.ld(0, 1, 0, A, 4, 11);  // miss: forwarded to the owner
-  r.ld(10 * kNs, 2, 0, A, 4, 22);  // hit on Load-Wait: deferred
+  r.ld(0, 1, 0, A, 3, 11);  // miss: forwarded to the owner
+  r.ld(10 * kNs, 2, 0, A, 3, 22);  // hit on Load-Wait: deferred
   r.sw.run(50 * kNs);
   auto d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
@@ -78,7 +78,7 @@ TEST(CaisMerge, LoadMissDefersThenFillsAndServesHitsFromTheLine) {
   EXPECT_EQ(d[1].p.dst, 2u);
   EXPECT_EQ(d[1].p.tag, 22u);
   EXPECT_EQ(r.unit.live_entries(), 1u);  // Load-Ready, 2 of 3 requesters served
-  r.ld(200 * kNs, 3, 0, A, 4, 33);      // hit on Load-Ready: answered from the line, released
+  r.ld(200 * kNs, 3, 0, A, 3, 33);      // hit on Load-Ready: answered from the line, released
   r.sw.run();
   d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
@@ -100,8 +100,8 @@ TEST(CaisMerge, LoadMissDefersThenFillsAndServesHitsFromTheLine) {
 TEST(CaisMerge, LoadReleasedWhenAllRequestersDeferredBeforeFill) {
   Rig r(feature_params());
   const std::uint64_t A = 0x2000;
-  r.ld(0, 1, 0, A, 3, 1);
-  r.ld(kNs, 2, 0, A, 3, 2);  // count == P-1 while Load-Wait
+  r.ld(0, 1, 0, A, 2, 1);
+  r.ld(kNs, 2, 0, A, 2, 2);  // count == P-1 while Load-Wait
   r.resp(100 * kNs, 0, 1, A, 1, {5});
   r.sw.run();
   EXPECT_EQ(of_type(r.sw.take(), proto::PKT_CAIS_LD_RESP).size(), 2u);
@@ -112,11 +112,11 @@ TEST(CaisMerge, LoadReleasedWhenAllRequestersDeferredBeforeFill) {
 TEST(CaisMerge, ReductionSumWrittenOnceAtParticipantsMinusOne) {
   Rig r(feature_params());
   const std::uint64_t A = 0x3000;
-  r.red(0, 1, 0, A, 4, {1.5, 2});
-  r.red(kNs, 2, 0, A, 4, {10, 20});
+  r.red(0, 1, 0, A, 3, {1.5, 2});
+  r.red(kNs, 2, 0, A, 3, {10, 20});
   r.sw.run(10 * kNs);
   EXPECT_TRUE(r.sw.take().empty());
-  r.red(20 * kNs, 3, 0, A, 4, {100, 200});
+  r.red(20 * kNs, 3, 0, A, 3, {100, 200});
   r.sw.run();
   const auto d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
@@ -133,12 +133,12 @@ TEST(CaisMerge, ReductionSumWrittenOnceAtParticipantsMinusOne) {
 TEST(CaisMerge, ReductionCountsAlreadyMergedContributions) {
   Rig r(feature_params());
   const std::uint64_t A = 0x3100;
-  const PacketHandle h = r.sw.make(proto::PKT_CAIS_RED, 1, 0, A, 8, 0);
+  const PacketHandle h = r.sw.make(proto::PKT_CAIS_RED, 1, 0, A, 7, 0);
   r.sw.packet(h).count = 4;  // a partial sum merged upstream
   r.sw.packet(h).payload_bytes = 128;
   r.sw.packet(h).values = {4};
   r.sw.arrive(0, h);
-  for (std::uint32_t g = 5; g <= 7; ++g) r.red(kNs * g, g, 0, A, 8, {1});
+  for (std::uint32_t g = 5; g <= 7; ++g) r.red(kNs * g, g, 0, A, 7, {1});
   r.sw.run();
   const auto d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
@@ -150,10 +150,10 @@ TEST(CaisMerge, FullTableEvictsLeastRecentlyUsedReductionAsPartialSum) {
   Params p = feature_params();
   p.set_int("net.cais_merge.table_entries", 2);
   Rig r(p);
-  r.red(0, 1, 0, 0xA00, 4, {1});
-  r.red(kNs, 1, 0, 0xB00, 4, {2});
-  r.red(2 * kNs, 2, 0, 0xA00, 4, {3});  // touches A: B is now least recently used
-  r.red(3 * kNs, 1, 0, 0xC00, 4, {4});  // table full: B is flushed
+  r.red(0, 1, 0, 0xA00, 3, {1});
+  r.red(kNs, 1, 0, 0xB00, 3, {2});
+  r.red(2 * kNs, 2, 0, 0xA00, 3, {3});  // touches A: B is now least recently used
+  r.red(3 * kNs, 1, 0, 0xC00, 3, {4});  // table full: B is flushed
   r.sw.run(10 * kNs);
   auto d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
@@ -172,7 +172,7 @@ TEST(CaisMerge, TableBytesBoundEvictionToo) {
   Params p = feature_params();
   p.set_int("net.cais_merge.table_bytes", 256);
   Rig r(p);
-  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 4, {1});
+  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 3, {1});
   r.sw.run(10 * kNs);
   EXPECT_EQ(r.unit.table_stats(0).evictions, 1u);
   EXPECT_EQ(r.unit.table_stats(0).high_water_bytes, 256u);
@@ -182,12 +182,12 @@ TEST(CaisMerge, LoadReadyVictimIsDroppedAndRefetchedLater) {
   Params p = feature_params();
   p.set_int("net.cais_merge.table_entries", 1);
   Rig r(p);
-  r.ld(0, 1, 0, 0xA00, 4, 1);
+  r.ld(0, 1, 0, 0xA00, 3, 1);
   r.resp(10 * kNs, 0, 1, 0xA00, 1, {7});
-  r.ld(20 * kNs, 2, 0, 0xB00, 4, 2);  // A is Load-Ready: evicted, B allocated
+  r.ld(20 * kNs, 2, 0, 0xB00, 3, 2);  // A is Load-Ready: evicted, B allocated
   r.sw.run(30 * kNs);
   EXPECT_EQ(r.unit.table_stats(0).evictions, 1u);
-  r.ld(40 * kNs, 3, 0, 0xA00, 4, 3);  // A misses again (B is Load-Wait: bypass)
+  r.ld(40 * kNs, 3, 0, 0xA00, 3, 3);  // A misses again (B is Load-Wait: bypass)
   r.sw.run(50 * kNs);
   const auto d = of_type(r.sw.take(), proto::PKT_CAIS_LD_REQ);
   ASSERT_EQ(d.size(), 3u);  // A, B and A again all went to the owner
@@ -199,9 +199,9 @@ TEST(CaisMerge, LoadWaitVictimDefersEvictionAndTheRequestBypasses) {
   Params p = feature_params();
   p.set_int("net.cais_merge.table_entries", 1);
   Rig r(p);
-  r.ld(0, 1, 0, 0xA00, 4, 1);        // Load-Wait
-  r.ld(kNs, 2, 0, 0xB00, 4, 2);      // table full, victim Load-Wait: bypass, no allocation
-  r.red(2 * kNs, 3, 0, 0xC00, 4, {9});  // also bypasses (forwarded unmerged to home)
+  r.ld(0, 1, 0, 0xA00, 3, 1);        // Load-Wait
+  r.ld(kNs, 2, 0, 0xB00, 3, 2);      // table full, victim Load-Wait: bypass, no allocation
+  r.red(2 * kNs, 3, 0, 0xC00, 3, {9});  // also bypasses (forwarded unmerged to home)
   r.sw.run(10 * kNs);
   auto d = r.sw.take();
   ASSERT_EQ(d.size(), 3u);
@@ -231,8 +231,8 @@ TEST(CaisMerge, TimeoutSinceLastAccessFlushesPartialSum) {
   Params p = feature_params();
   p.set_double("net.cais_merge.timeout_ns", 1000);
   Rig r(p);
-  r.red(0, 1, 0, 0xA00, 4, {1});
-  r.red(600 * kNs, 2, 0, 0xA00, 4, {2});  // access: the timer restarts
+  r.red(0, 1, 0, 0xA00, 3, {1});
+  r.red(600 * kNs, 2, 0, 0xA00, 3, {2});  // access: the timer restarts
   r.sw.run(1500 * kNs);
   EXPECT_TRUE(r.sw.take().empty());  // 1000 ns since first, but only 900 since last
   EXPECT_EQ(r.unit.live_entries(), 1u);
@@ -245,7 +245,7 @@ TEST(CaisMerge, TimeoutSinceLastAccessFlushesPartialSum) {
   EXPECT_EQ(r.unit.table_stats(0).timeouts, 1u);
   EXPECT_EQ(r.unit.live_entries(), 0u);
   // A late contribution starts a new entry and is flushed by its own timeout.
-  r.red(2000 * kNs, 3, 0, 0xA00, 4, {4});
+  r.red(2000 * kNs, 3, 0, 0xA00, 3, {4});
   r.sw.run();
   EXPECT_EQ(r.sw.take().size(), 1u);
   EXPECT_EQ(r.unit.table_stats(0).timeouts, 2u);
@@ -256,7 +256,7 @@ TEST(CaisMerge, LoadWaitDoesNotTimeOutButLoadReadyDoes) {
   Params p = feature_params();
   p.set_double("net.cais_merge.timeout_ns", 100);
   Rig r(p);
-  r.ld(0, 1, 0, 0xA00, 4, 1);
+  r.ld(0, 1, 0, 0xA00, 3, 1);
   r.resp(500 * kNs, 0, 1, 0xA00, 1, {1});  // slow owner: no timeout while Load-Wait
   r.sw.run(550 * kNs);
   EXPECT_EQ(r.unit.table_stats(0).timeouts, 0u);
@@ -270,8 +270,8 @@ TEST(CaisMerge, PerPortTablesAreIndependent) {
   Params p = feature_params();
   p.set_int("net.cais_merge.table_entries", 1);
   Rig r(p);
-  r.red(0, 1, 0, 0xA00, 4, {1});
-  r.red(kNs, 1, 2, 0xB00, 4, {1});  // home 2: table of port 2
+  r.red(0, 1, 0, 0xA00, 3, {1});
+  r.red(kNs, 1, 2, 0xB00, 3, {1});  // home 2: table of port 2
   r.sw.run(10 * kNs);
   EXPECT_EQ(r.unit.num_tables(), 8u);
   EXPECT_EQ(r.unit.table_stats(0).evictions + r.unit.table_stats(2).evictions, 0u);
@@ -281,8 +281,8 @@ TEST(CaisMerge, PerPortTablesAreIndependent) {
   q.set_string("net.cais_merge.scope", "switch");
   q.set_int("net.cais_merge.table_entries", 1);
   Rig s(q);
-  s.red(0, 1, 0, 0xA00, 4, {1});
-  s.red(kNs, 1, 2, 0xB00, 4, {1});
+  s.red(0, 1, 0, 0xA00, 3, {1});
+  s.red(kNs, 1, 2, 0xB00, 3, {1});
   s.sw.run(10 * kNs);
   EXPECT_EQ(s.unit.num_tables(), 1u);
   EXPECT_EQ(s.unit.table_stats(0).evictions, 1u);
@@ -294,17 +294,17 @@ TEST(CaisMerge, ThrottlesAGpuRunningAheadAndLiftsItWhenPeersCatchUp) {
   p.set_int("net.cais_merge.throttle_ahead_entries", 2);
   p.set_int("net.cais_merge.throttle_resume_entries", 0);
   Rig r(p);
-  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 3, {1}, 7);
+  for (int i = 0; i < 3; ++i) r.red(i * kNs, 1, 0, 0x100 * (i + 1), 2, {1}, 7);
   r.sw.run(10 * kNs);
   auto d = r.sw.take();
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].p.type, proto::PKT_THROTTLE);
   EXPECT_EQ(d[0].p.dst, 1u);
   EXPECT_EQ(d[0].p.group, 7u);
-  EXPECT_EQ(d[0].p.aux, 1u);
+  EXPECT_EQ(d[0].p.aux, 2000u);  // hold, ns
   EXPECT_EQ(d[0].p.src, r.sw.node_id());
   EXPECT_EQ(r.unit.ahead(7, 1), 3u);
-  for (int i = 0; i < 3; ++i) r.red((20 + i) * kNs, 2, 0, 0x100 * (i + 1), 3, {1}, 7);
+  for (int i = 0; i < 3; ++i) r.red((20 + i) * kNs, 2, 0, 0x100 * (i + 1), 2, {1}, 7);
   r.sw.run(50 * kNs);
   d = r.sw.take();
   ASSERT_EQ(of_type(d, proto::PKT_THROTTLE).size(), 1u);
@@ -321,19 +321,37 @@ TEST(CaisMerge, ThrottleIsLiftedByTimeoutsWhenPeersNeverCome) {
   p.set_bool("net.cais_merge.throttle", true);
   p.set_int("net.cais_merge.throttle_ahead_entries", 1);
   p.set_int("net.cais_merge.throttle_resume_entries", 0);
+  p.set_double("net.cais_merge.throttle_hold_ns", 10000);
   Rig r(p);
-  r.red(0, 1, 0, 0x100, 4, {1}, 3);
-  r.red(kNs, 1, 0, 0x200, 4, {1}, 3);
+  r.red(0, 1, 0, 0x100, 3, {1}, 3);
+  r.red(kNs, 1, 0, 0x200, 3, {1}, 3);
   r.sw.run();
   EXPECT_EQ(r.unit.throttles_sent(), 1u);
-  EXPECT_EQ(r.unit.unthrottles_sent(), 1u);
+  EXPECT_EQ(r.unit.unthrottles_sent(), 1u);  // the timeouts (5 us) end the entries within the hold
   EXPECT_EQ(r.unit.table_stats(0).timeouts, 2u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, ThrottleHoldThatRanOutNeedsNoLiftAndIsRenewedWhileAhead) {
+  Params p = feature_params();
+  p.set_bool("net.cais_merge.throttle", true);
+  p.set_int("net.cais_merge.throttle_ahead_entries", 1);
+  p.set_int("net.cais_merge.throttle_resume_entries", 0);
+  p.set_double("net.cais_merge.throttle_hold_ns", 100);
+  Rig r(p);
+  r.red(0, 1, 0, 0x100, 3, {1}, 3);
+  r.red(kNs, 1, 0, 0x200, 3, {1}, 3);    // ahead: throttled for 100 ns
+  r.red(50 * kNs, 1, 0, 0x300, 3, {1}, 3);   // still within the hold: nothing new
+  r.red(200 * kNs, 1, 0, 0x400, 3, {1}, 3);  // hold ran out, still ahead: renewed
+  r.sw.run();
+  EXPECT_EQ(r.unit.throttles_sent(), 2u);
+  EXPECT_EQ(r.unit.unthrottles_sent(), 0u);  // entries time out long after the holds ended
   EXPECT_NO_THROW(r.unit.check_drained());
 }
 
 TEST(CaisMerge, CheckDrainedNamesWhatIsLeft) {
   Rig r(feature_params());
-  r.red(0, 1, 0, 0xA00, 4, {1});
+  r.red(0, 1, 0, 0xA00, 3, {1});
   r.sw.run(kNs);
   EXPECT_FALSE(r.unit.idle());
   EXPECT_THROW(r.unit.check_drained(), InvariantError);
@@ -344,7 +362,7 @@ TEST(CaisMerge, CheckDrainedNamesWhatIsLeft) {
 
 TEST(CaisMerge, NothingToMergeIsForwardedUntouched) {
   Rig r(feature_params());
-  r.red(0, 1, 0, 0xA00, 2, {1});  // P = 2: a single contributor
+  r.red(0, 1, 0, 0xA00, 1, {1});  // P = 2: a single contributor
   const PacketHandle h = r.sw.make(proto::PKT_WRITE, 1, 0, 0xB00);
   r.sw.arrive(0, h);
   r.sw.run();
@@ -367,7 +385,7 @@ TEST(CaisMerge, ConfigurationIsStrict) {
 
 TEST(CaisMerge, LoadRequestWithoutBytesFailsLoudly) {
   Rig r(feature_params());
-  const PacketHandle h = r.sw.make(proto::PKT_CAIS_LD_REQ, 1, 0, 0xA00, 4, 1);
+  const PacketHandle h = r.sw.make(proto::PKT_CAIS_LD_REQ, 1, 0, 0xA00, 3, 1);
   r.sw.arrive(0, h);
   EXPECT_THROW(r.sw.run(), InvariantError);
 }

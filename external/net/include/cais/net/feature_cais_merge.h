@@ -8,18 +8,22 @@
 // merging table; an entry costs one entry slot and its line's bytes (loads: the bytes asked
 // for, `count` of the CAIS_LD_REQ; reductions: the payload), both bounded per table.
 //
-// Loads (CAIS_LD_REQ, aux = participating GPUs P; the owner holds the data, so P-1 requesters):
+// Loads (CAIS_LD_REQ, aux = N, the GPUs that will request the line: the participants other
+// than the owner, who holds it locally, i.e. P-1 when the owner is in the TB group; count =
+// bytes asked for):
 //   miss     allocate an entry in Load-Wait (count = 1), forward the request to the owner;
 //   hit      Load-Wait: keep the requester for a deferred response; Load-Ready: answer at once
 //            from the cached line; either way count += 1;
 //   fill     the owner's CAIS_LD_RESP to the first requester (matched by requester and tag)
 //            caches the line (Load-Ready), goes on to the first requester, and every deferred
 //            requester gets its own copy;
-//   release  when count == P-1 and the line is there.
-// Reductions (CAIS_RED, aux = P, count = contributions already merged, values in functional
-// mode): contributions are summed in the entry; when P-1 contributions are in, one CAIS_RED
-// carrying the sum goes to the home GPU `dst` with count = contributions, and the entry is
-// released. A home GPU completes an address when the counts it received add up to P-1.
+//   release  when count == N (= P-1) and the line is there.
+// Reductions (CAIS_RED, aux = N contributions to expect (P-1 when the home is in the group),
+// count = contributions already merged in this packet, values in functional mode):
+// contributions are summed in the entry; when N are in, one CAIS_RED carrying the sum goes to
+// the home GPU `dst` with count = N and the entry is released. A request with aux < 2 (or a
+// packet already carrying all N) has nothing to merge and is forwarded untouched. A home GPU
+// has an address complete when the counts it received add up to N.
 // Eviction (a new entry does not fit): the least recently used entry of the table is the
 // victim; a reduction victim is flushed (its partial sum goes to the home GPU with its
 // count), a Load-Ready victim is dropped, and a Load-Wait victim cannot go before its data
@@ -31,13 +35,13 @@
 // is an access and re-arms the timer). Timers are scheduled with SwitchContext::schedule_timer
 // (one pending timer per entry, re-armed lazily when it fires early), never polled.
 // Throttling (III-B2, "TB-aware request throttling"): per (TB group, GPU) the unit counts the
-// live entries the GPU has joined that are still waiting for peers. When that count exceeds
-// throttle_ahead_entries the GPU is running ahead of its peers in that group: it gets a
-// THROTTLE (group, aux = 1); when the count falls to throttle_resume_entries or below (its
-// entries complete as peers catch up, or are evicted / time out) it gets THROTTLE aux = 0.
-// Because every entry ends (completion, eviction or timeout), every throttle is lifted.
-// A GPU honours a throttle per (switch = THROTTLE.src, group) and issues no new mergeable
-// request of that group while any switch throttles it.
+// live entries the GPU has joined that still wait for peers. When that count exceeds
+// throttle_ahead_entries the GPU runs ahead of its peers in that group: it gets a THROTTLE
+// (group, aux = throttle_hold_ns, how long to hold its mergeable requests at most; sent again
+// if the hold ran out while the GPU is still ahead). When the count falls to
+// throttle_resume_entries or below (its entries complete as peers catch up, or are evicted /
+// time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
+// (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -60,6 +64,7 @@ struct CaisMergeConfig {
   bool throttle = false;
   std::uint32_t throttle_ahead_entries = 0;
   std::uint32_t throttle_resume_entries = 0;
+  TimePs throttle_hold_ps = 0;
   PacketShape shape;
   // Reads net.cais_merge.* (and the router's net.flit_bytes / net.header_flits).
   static CaisMergeConfig from_params(const Params& p);
@@ -115,7 +120,7 @@ class CaisMergeUnit : public SwitchFeature {
     std::int32_t prev = -1, next = -1;  // LRU list of the table
     std::uint64_t addr = 0;
     std::uint32_t home = 0;          // owner (loads) / home GPU (reductions) = request dst
-    std::uint32_t participants = 0;  // P
+    std::uint32_t expected = 0;      // requests / contributions to expect (aux)
     std::uint32_t count = 0;         // loads: requests merged; reductions: contributions
     std::uint32_t packets = 0;       // request packets absorbed (bytes-saved accounting)
     std::uint32_t group = 0;
@@ -167,6 +172,7 @@ class CaisMergeUnit : public SwitchFeature {
   struct Ahead {
     std::uint32_t n = 0;
     bool throttled = false;
+    TimePs until = 0;  // end of the hold last sent
   };
   std::unordered_map<PairKey, Ahead, PairKeyHash> ahead_;  // (group, gpu)
   std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
