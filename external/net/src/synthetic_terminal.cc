@@ -45,6 +45,7 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   in_.resize(info.out.size());
   queues_.resize(info.out.size());
   next_vc_.assign(info.out.size(), 0);
+  free_pending_.assign(info.out.size(), 0);
   bool any = false;
   for (std::uint32_t port = 0; port < info.out.size(); ++port) {
     out_[port].init(info.out[port], vcs_, depth, flit_bytes_, 1000000);
@@ -91,7 +92,9 @@ void SyntheticTerminal::handle(const Event& e) {
   switch (e.kind) {
     case kPacketArrival: return on_arrival(static_cast<PacketHandle>(e.arg));
     case kGenerate: return generate();
-    case kPortFree: return pump(e.arg32);
+    case kPortFree:
+      free_pending_[e.arg32] = 0;
+      return pump(e.arg32);
     default: throw InvariantError(name() + ": unknown event");
   }
 }
@@ -142,7 +145,14 @@ void SyntheticTerminal::schedule_next_generation() {
 void SyntheticTerminal::pump(std::uint32_t port) {
   OutputChannel& ch = out_[port];
   auto& q = queues_[port];
-  if (q.empty() || !ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
+  if (q.empty()) return;
+  if (!ch.idle_at(sim_.now())) {  // wake up when the link is free (one pending event at most)
+    if (!free_pending_[port]) {
+      free_pending_[port] = 1;
+      schedule(ch.free_at(), kPortFree, 0, port);
+    }
+    return;
+  }
   const std::uint32_t flits = sim_.packets()[q.front()].flits;
   for (std::uint32_t i = 0; i < vcs_; ++i) {
     const std::uint32_t vc = (next_vc_[port] + i) % vcs_;
@@ -152,7 +162,10 @@ void SyntheticTerminal::pump(std::uint32_t port) {
     q.pop_front();
     c_.sent_flits += flits;
     const TimePs free_at = ch.transmit(sim_, *this, h, vc);
-    schedule(free_at, kPortFree, 0, port);
+    if (!q.empty() && !free_pending_[port]) {  // otherwise the next packet's pump schedules it
+      free_pending_[port] = 1;
+      schedule(free_at, kPortFree, 0, port);
+    }
     return;
   }
   // No VC has room: the next credit arrival pumps again.

@@ -72,6 +72,7 @@ class SyntheticTerminal : public NodeComponent {
   std::vector<InputBuffer> in_;
   std::vector<std::deque<PacketHandle>> queues_;
   std::vector<std::uint32_t> next_vc_;
+  std::vector<std::uint8_t> free_pending_;  // a kPortFree event is scheduled for the port
   SyntheticCounters c_;
   Histogram latency_;
 };
