@@ -43,6 +43,25 @@ SUPPORTED: dict[str, str] = {
     "sw_alloc_patience": "2",
 }
 
+# BookSim2 options this engine knows of but does not model (an error says so, not "unknown").
+UNSUPPORTED: frozenset[str] = frozenset({
+    "c", "x", "y", "xr", "yr", "limit", "network_file", "use_noc_latency", "in_ports", "out_ports",
+    "router", "output_delay", "noq", "speculative", "spec_check_elig", "spec_check_cred",
+    "spec_mask_by_reqs", "alloc_iters", "arb_type", "vc_alloc_arb_type", "sw_alloc_arb_type",
+    "input_speedup", "output_speedup", "internal_speedup", "hold_switch_for_packet",
+    "wait_for_tail_credit", "vc_busy_when_full", "vc_prioritize_empty", "output_buffer_size",
+    "st_prepare_delay", "classes", "read_request_size", "write_request_size", "read_reply_size",
+    "write_reply_size", "use_read_write", "priority", "perm_seed", "batch_size", "batch_count",
+    "max_outstanding_requests", "latency_thres", "warmup_thres", "acc_warmup_thres",
+    "stopping_thres", "acc_stopping_thres", "sim_count", "deadlock_warn_timeout", "print_activity",
+    "print_csv_results", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
+    "watch_transactions", "watch_out", "stats_out", "sim_power", "power_output_file", "tech_file",
+    "channel_width", "channel_sweep", "num_vcs_sweep", "injection_rate_sweep", "subnets",
+    "deadlock_timeout", "link_failures", "fail_seed", "routing_table_file", "xy_routing",
+    "include_queuing", "burst_alpha", "burst_beta", "burst_r1", "packet_size_rate",
+    "traffic_class",
+})
+
 # Values the engine supports for keys that name a model choice.
 CHOICES: dict[str, tuple[str, ...]] = {
     "topology": ("fly",),
@@ -149,6 +168,8 @@ def _assign(cfg: BooksimConfig, stmt: str, where: str) -> None:
     if "=" not in stmt:
         raise ConfigError("", f"{where}: expected 'key = value;', got '{stmt}'")
     key, value = (s.strip() for s in stmt.split("=", 1))
+    if key in UNSUPPORTED:
+        raise ConfigError(key, f"{where}: BookSim option not supported by cais-net-synthetic")
     if key not in SUPPORTED:
         raise ConfigError(key, f"{where}: unknown configuration key (supported: {', '.join(sorted(SUPPORTED))})")
     if len(value) >= 2 and value[0] == value[-1] == '"':

@@ -39,11 +39,21 @@ def test_repo_config_loads():
     ("packet_size = 20;", "packet_size"),
     ("k = four;", "k"),
     ("hotspot_nodes = {1, x};", "hotspot_nodes"),
+    ("speculative = 1;", "speculative"),
 ])
 def test_parser_names_the_bad_key(text, key):
     with pytest.raises(ConfigError) as err:
         booksim_config.parse_text(text).validate()
     assert err.value.key == key
+
+
+def test_unsupported_booksim_options_are_named_as_such():
+    with pytest.raises(ConfigError, match="not supported"):
+        booksim_config.parse_text("alloc_iters = 2;")
+    src = (REPO_ROOT / "external" / "net" / "src" / "booksim_config.cc").read_text()
+    block = src[src.index("unsupported_booksim_keys()"):]
+    block = block[:block.index("return keys;")]
+    assert set(re.findall(r'"(\w+)"', block)) == booksim_config.UNSUPPORTED
 
 
 def test_parser_syntax_errors():
