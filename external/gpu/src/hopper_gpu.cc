@@ -26,7 +26,16 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     num_vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
-    if (num_vcs_ == 0) throw ConfigError("net.vcs_per_port", "must be >= 1");
+    // Same VC classes as the switch (external/net vc_allocator): requests and responses apart;
+    // with traffic control, loads, reductions/stores and responses apart.
+    const bool tc = p.get_bool("net.traffic_control");
+    if (num_vcs_ < (tc ? 3u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 3 with traffic control" : "needs >= 2");
+    if (tc) {
+      const std::uint32_t resp = std::max<std::uint32_t>(1, num_vcs_ / 4), rest = num_vcs_ - resp;
+      vc_of_ = {0, rest, rest - rest / 2};
+    } else {
+      vc_of_ = {0, num_vcs_ / 2, 0};
+    }
     std::vector<std::uint32_t> weights;
     out_.resize(info.out.size());
     in_.resize(info.out.size());

@@ -119,13 +119,13 @@ void HopperGpu::pump_sm(std::uint32_t q) {
   SmState& s = sms_[q];
   const std::uint32_t limit = q == cfg_.num_sms ? cfg_.dma_max_outstanding : cfg_.max_outstanding_per_sm;
   while (!s.remote_q.empty()) {
-    if (sim_.now() < throttled_until_) {
-      ++throttle_stalls_;
-      if (!s.pump_pending) {
-        s.pump_pending = true;
-        schedule(throttled_until_, kPumpSm, 0, q);
+    if (!throttled_groups_.empty()) {
+      const RemoteOp& head = ops_[s.remote_q.front()];
+      const bool mergeable = head.type == proto::PKT_CAIS_LD_REQ || head.type == proto::PKT_CAIS_RED;
+      if (mergeable && throttled_groups_.count(head.group)) {
+        ++throttle_stalls_;
+        return;  // resumed when the group's throttle is lifted
       }
-      return;
     }
     const std::uint32_t oi = s.remote_q.front();
     RemoteOp& op = ops_[oi];
@@ -167,7 +167,7 @@ void HopperGpu::pump_sm(std::uint32_t q) {
     p.dst = op.peer;
     p.addr = s0;
     p.group = op.group;
-    p.tag = oi | (op.flag ? (1ull << 63) : 0);
+    p.tag = oi | (op.flag ? kFlagTag : 0);
     p.inject_ps = sim_.now();
     p.aux = op.aux;
     std::uint32_t cls = kReq;
@@ -231,7 +231,7 @@ void HopperGpu::pump_port(std::uint32_t port) {
   if (!ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
   for (std::uint32_t cls : {kResp, kPost, kReq}) {
     auto& q = port_q_[port][cls];
-    const std::uint32_t vc = cls % num_vcs_;
+    const std::uint32_t vc = vc_of_[cls];
     if (q.empty() || !ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
     const PacketHandle h = q.front();
     q.pop_front();
@@ -319,11 +319,23 @@ void HopperGpu::on_arrival(PacketHandle h) {
       sim_.packets().release(h);
       return;
     }
-    case proto::PKT_THROTTLE:
+    case proto::PKT_THROTTLE: {
+      // THROTTLE (group, aux = 1 on / 0 off) from switch src: no new mergeable request of that
+      // group while any switch throttles it (feature_cais_merge.h).
       ++throttles_;
-      throttled_until_ = sim_.now() + ns_to_ps(static_cast<double>(p.aux));
+      const std::uint64_t key = (static_cast<std::uint64_t>(p.src) << 32) | p.group;
+      if (p.aux) {
+        if (throttle_keys_.insert(key).second) ++throttled_groups_[p.group];
+      } else if (throttle_keys_.erase(key)) {
+        if (--throttled_groups_[p.group] == 0) {
+          throttled_groups_.erase(p.group);
+          for (std::uint32_t q = 0; q < sms_.size(); ++q)
+            if (!sms_[q].remote_q.empty()) pump_sm(q);
+        }
+      }
       sim_.packets().release(h);
       return;
+    }
     case proto::PKT_CAIS_RED_ACK:
     case proto::PKT_MM_ACK:
       sim_.packets().release(h);
@@ -354,7 +366,7 @@ void HopperGpu::serve(PacketHandle h) {
     case proto::PKT_WRITE: {
       l2_.reserve(now, p.payload_bytes);
       hbm_.reserve(now, p.payload_bytes);
-      if (p.tag >> 63) flag_add(p.addr & kOffsetMask, static_cast<std::int64_t>(p.count));
+      if (p.tag & kFlagTag) flag_add(p.addr & kOffsetMask, static_cast<std::int64_t>(p.count));
       else if (functional_) apply_store(p.addr, p.values, false, 1, 0);
       schedule(now + cfg_.l2_latency_ps, kRespond, h);
       return;

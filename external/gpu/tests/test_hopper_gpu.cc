@@ -139,6 +139,7 @@ void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("net.header_flits", 1);
   put_i("net.vcs_per_port", 4);
   put_i("net.vc_depth_flits", 256);
+  (*c.mutable_params())["net.traffic_control"].set_b(false);
   (*c.mutable_params())["host.gpu_model"].set_s("hopper");
   (*c.mutable_params())["host.switch_model"].set_s("probe");
 }

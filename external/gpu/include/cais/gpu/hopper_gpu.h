@@ -25,6 +25,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cais/component.h"
@@ -49,6 +50,9 @@ struct BandwidthServer {
     return busy_until;
   }
 };
+
+// Tag bit of flag writes (bit 63 is reserved for switch-generated reads).
+inline constexpr std::uint64_t kFlagTag = 1ull << 62;
 
 enum class TbState : std::uint8_t { kFree, kSyncLaunch, kRunning, kWaitMem, kWaitFlag, kWaitSync, kWaitDep };
 
@@ -181,10 +185,12 @@ class HopperGpu : public NodeComponent {
   std::vector<RemoteOp> ops_;
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t ops_live_ = 0;
-  TimePs throttled_until_ = 0;
+  std::unordered_set<std::uint64_t> throttle_keys_;             // (switch << 32) | group
+  std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   // NVLink ports
   bool has_ports_ = false;
   std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1;
+  std::array<std::uint32_t, 3> vc_of_{};  // VC per traffic class
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
