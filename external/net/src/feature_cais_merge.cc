@@ -44,9 +44,10 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
   cam_.reserve(entries_.size() * 2);
 }
 
-std::uint32_t CaisMergeUnit::table_of(std::uint32_t home) const {
+std::uint32_t CaisMergeUnit::table_of(std::uint32_t port) const {
   if (tables_.size() == 1) return 0;
-  return home < num_ports_ ? home : home % num_ports_;
+  if (port >= num_ports_) throw InvariantError("cais_merge: no port " + std::to_string(port));
+  return port;
 }
 
 std::uint32_t CaisMergeUnit::ahead(std::uint32_t group, std::uint32_t gpu) const {
@@ -100,6 +101,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
   Packet& p = ctx.packet(h);
   const std::uint32_t N = p.aux;  // requesters to expect
   if (N < 2) return Verdict::kForward;  // a single requester: nothing to merge
+  if (!ctx.attached(p.dst)) return Verdict::kForward;  // merged at the owner's switch
   if (p.count == 0)
     throw InvariantError(ctx.name() + ": CAIS_LD_REQ without requested bytes (count) for addr " +
                          std::to_string(p.addr));
@@ -128,7 +130,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
     }
     return Verdict::kConsumed;
   }
-  const std::uint32_t tbl = table_of(p.dst);
+  const std::uint32_t tbl = table_of(ctx.port_toward(p.dst));
   ++tables_[tbl].st.misses;
   idx = allocate(ctx, tbl, p.addr, Kind::kLoad, p.count);
   if (idx < 0) {
@@ -215,6 +217,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   const std::uint32_t N = p.aux;  // contributions to expect
   const std::uint32_t c = std::max<std::uint32_t>(1, p.count);
   if (N < 2 || c >= N) return Verdict::kForward;  // complete on its own
+  if (!ctx.attached(p.dst)) return Verdict::kForward;  // merged at the home's switch
   const TimePs now = ctx.now();
   std::int32_t idx = find(p.addr, Kind::kReduction);
   if (idx >= 0) {
@@ -241,7 +244,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     }
     return Verdict::kConsumed;
   }
-  const std::uint32_t tbl = table_of(p.dst);
+  const std::uint32_t tbl = table_of(ctx.port_toward(p.dst));
   ++tables_[tbl].st.misses;
   idx = allocate(ctx, tbl, p.addr, Kind::kReduction, p.payload_bytes);
   if (idx < 0) {

@@ -49,6 +49,7 @@ class FakeSwitch : public SwitchContext {
     push(t, kTimer, 0, feature_index, arg);
   }
   bool functional() const override { return functional_; }
+  bool attached(std::uint32_t dst) const override { return dst < attached_below; }
 
   // ---- test driving
   void add_feature(SwitchFeature* f) { features_.push_back(f); }
@@ -109,6 +110,7 @@ class FakeSwitch : public SwitchContext {
   }
 
   TimePs link_ps = 0;
+  std::uint32_t attached_below = 0xffffffffu;  // GPUs >= this are reached through another switch
   std::vector<Delivered> delivered;
   std::function<void(const Delivered&)> on_deliver;
   std::uint64_t injected = 0, forwarded = 0, timers_fired = 0;

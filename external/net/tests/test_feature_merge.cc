@@ -370,6 +370,18 @@ TEST(CaisMerge, NothingToMergeIsForwardedUntouched) {
   EXPECT_EQ(r.unit.totals().misses, 0u);
 }
 
+TEST(CaisMerge, OnlyTheHomesSwitchMerges) {
+  Rig r(feature_params());
+  r.sw.attached_below = 4;  // GPUs 4..7 hang off another switch
+  r.red(0, 1, 5, 0xA00, 3, {1});
+  r.ld(0, 1, 6, 0xB00, 3, 1);
+  r.red(0, 5, 2, 0xC00, 3, {1});  // home 2 is attached here: merged
+  r.sw.run(10 * kNs);
+  EXPECT_EQ(r.sw.forwarded, 2u);
+  EXPECT_EQ(r.unit.totals().misses, 1u);
+  EXPECT_EQ(r.unit.table_stats(2).live_entries, 1u);
+}
+
 TEST(CaisMerge, ConfigurationIsStrict) {
   Params p = feature_params();
   p.set_int("net.cais_merge.throttle_resume_entries", 64);

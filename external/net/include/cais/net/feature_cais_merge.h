@@ -2,9 +2,10 @@
 //
 // Tables. One merge table per switch port (scope "port", the paper's 40 KB / 320 entries per
 // port) or one per switch (scope "switch"). A request belongs to the table of the port that
-// leads to its home/owner GPU (`dst`; switch port g connects to GPU g), because that is the
-// one place where every request for one address, from any input port, and the owner's
-// response meet. Each table is a CAM keyed by (address, kind = load | reduction) plus a
+// leads to its home/owner GPU (`dst`; SwitchContext::port_toward), because that is the one
+// place where every request for one address, from any input port, and the owner's response
+// meet. Only the switch the home/owner GPU is attached to merges (SwitchContext::attached);
+// in a multi-level fabric the other switches on the way forward CAIS requests untouched. Each table is a CAM keyed by (address, kind = load | reduction) plus a
 // merging table; an entry costs one entry slot and its line's bytes (loads: the bytes asked
 // for, `count` of the CAIS_LD_REQ; reductions: the payload), both bounded per table.
 //
@@ -95,7 +96,7 @@ class CaisMergeUnit : public SwitchFeature {
 
   // ---- inspection
   std::uint32_t num_tables() const { return static_cast<std::uint32_t>(tables_.size()); }
-  std::uint32_t table_of(std::uint32_t home) const;
+  std::uint32_t table_of(std::uint32_t port) const;  // table of an output port
   const MergeTableStats& table_stats(std::uint32_t t) const { return tables_[t].st; }
   MergeTableStats totals() const;  // histogram not merged (left empty)
   std::size_t live_entries() const { return live_; }

@@ -41,6 +41,14 @@ class SwitchContext {
   // Call feature `feature_index`'s on_timer(arg) at absolute time t.
   virtual void schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) = 0;
   virtual bool functional() const = 0;  // packets carry values
+  // Routing facts a feature may need (the CAIS merge unit merges only where every request for
+  // an address converges: the switch the owner/home GPU is attached to). Defaults describe a
+  // single-level fabric (DGX style: switch port g leads to GPU g); a router of multi-level
+  // fabrics overrides them.
+  // The output port a packet to GPU `dst` leaves by.
+  virtual std::uint32_t port_toward(std::uint32_t dst) const { return dst; }
+  // Whether GPU `dst` is attached to this switch (this switch is the packet's last hop).
+  virtual bool attached(std::uint32_t /*dst*/) const { return true; }
 };
 
 class SwitchFeature {
