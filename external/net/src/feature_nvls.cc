@@ -35,10 +35,11 @@ SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t in_por
   switch (p.type) {
     case proto::PKT_MM_ST:
     case proto::PKT_MM_RED:
-      if (p.origin == node_) return Verdict::kForward;  // a copy this switch made
+      if (p.origin >= ctx.num_gpus()) return Verdict::kForward;  // a copy a switch made
       multicast(ctx, in_port, h, p.aux, p.aux);
       return Verdict::kConsumed;
     case proto::PKT_DMA: {
+      if (p.origin >= ctx.num_gpus()) return Verdict::kForward;  // a copy a switch made
       const DmaOp op = dma_op(p.aux);
       const std::uint32_t n = dma_group_size(p.aux);
       if (op == DmaOp::kMulticastStore) {

@@ -16,7 +16,11 @@
 // the issuer when the last is in; without, members send nothing and the switch acks the issuer
 // as soon as the copies leave (completion at the switch; no ack traffic on member links).
 // The group of a request is GPUs [base, base + aux), base = src / aux * aux (CONTRACTS.md);
-// MM_LD_REDUCE_REQ carries the bytes it asks for in `count`.
+// MM_LD_REDUCE_REQ carries the bytes it asks for in `count`. The first switch a request
+// reaches replicates it; its copies carry origin = that switch and pass later switches
+// (multi-level fabrics) untouched, so each copy crosses the fabric on its own (no tree).
+// Tags of the reads an ld_reduce generates have bit 63 set; a READ_RESP is taken only when its
+// tag is one of those still outstanding here.
 //
 // DMA-driven NVLS (T3-NVLS; NVIDIA's DMA-based NVLS design): a PKT_DMA carries its operation
 // and group size in aux = (op << 16) | group_size (see dma_aux()):

@@ -5,8 +5,8 @@
 //     features can tell switch-generated traffic from requests.
 //   - Requests that ask for data and use `aux` for the group size (CAIS_LD_REQ,
 //     MM_LD_REDUCE_REQ) carry the bytes they ask for in `count` (plain READ_REQ uses `aux`).
-//   - Tags with bit 63 set are reserved for reads a switch generates (NVLS ld_reduce); GPUs
-//     must not use them for their own requests.
+//   - Reads a switch generates (NVLS ld_reduce) carry tags with bit 63 set and the switch's
+//     node id; a READ_RESP is taken only if its tag is one the switch still waits for.
 #pragma once
 #include <cstdint>
 #include <string>
