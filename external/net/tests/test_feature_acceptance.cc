@@ -20,6 +20,7 @@
 #include "cais/errors.h"
 #include "cais/link.h"
 #include "cais/net/feature_nvls.h"
+#include "cais/net/nvswitch.h"
 #include "cais/routing.h"
 #include "cais/sim.h"
 
@@ -228,6 +229,31 @@ const bool registered = [] {
   return true;
 }();
 
+// The router with the routing facts the merge unit asks for (SwitchContext::port_toward,
+// attached), as NvSwitch should answer them in multi-level fabrics: registered here as switch
+// model "nvswitch_routed" until the router itself overrides them.
+class RoutedNvSwitch : public NvSwitch {
+ public:
+  using NvSwitch::NvSwitch;
+  std::uint32_t port_toward(std::uint32_t dst) const override {
+    const auto& c = routing().candidates(dst);
+    return c.empty() ? dst : c[0];
+  }
+  bool attached(std::uint32_t dst) const override { return routing().distance(dst) == 1; }
+};
+
+const bool registered_switch = [] {
+  NodeFactory f;
+  f.engine = "net";
+  f.param_prefixes = {"net."};
+  f.setup = [](Sim& sim) { NodeRegistry::instance().find(proto::NODE_SWITCH, "nvswitch")->setup(sim); };
+  f.build = [](Sim& sim, std::uint32_t node) -> std::unique_ptr<NodeComponent> {
+    return std::make_unique<RoutedNvSwitch>(sim, node);
+  };
+  NodeRegistry::instance().add(proto::NODE_SWITCH, "nvswitch_routed", std::move(f));
+  return true;
+}();
+
 // ------------------------------------------------------------------ configuration
 proto::ParamValue pv(std::int64_t v) {
   proto::ParamValue p;
@@ -257,10 +283,51 @@ struct System {
   double timeout_ns = 5000;
   bool throttle = false;
   bool member_acks = false;
+  std::uint32_t leaves = 0;  // > 0: two-level fabric of `leaves` leaf switches under one spine
+  std::string switch_model = "nvswitch";
 };
+
+void add_link_pair(proto::Topology* topo, std::uint32_t a, std::uint32_t ap, std::uint32_t b, std::uint32_t bp,
+                   std::uint32_t lanes) {
+  for (int dir = 0; dir < 2; ++dir) {
+    auto* l = topo->add_links();
+    l->set_src_node(dir ? b : a);
+    l->set_src_port(dir ? bp : ap);
+    l->set_dst_node(dir ? a : b);
+    l->set_dst_port(dir ? ap : bp);
+    l->set_bw_gbps(25.0 * lanes);
+    l->set_latency_ps(250000);
+    l->set_lanes(lanes);
+  }
+}
+
+// GPUs 0..G-1 (one port each), leaves G..G+L-1 (G/L GPU ports, then one uplink), spine G+L.
+void fat_tree(const System& s, proto::Configure& cfg) {
+  auto* topo = cfg.mutable_topology();
+  const std::uint32_t per_leaf = s.gpus / s.leaves, spine = s.gpus + s.leaves;
+  auto node = [&](std::uint32_t id, proto::NodeKind k, const std::string& name, std::uint32_t ports) {
+    auto* n = topo->add_nodes();
+    n->set_id(id);
+    n->set_kind(k);
+    n->set_name(name);
+    n->set_num_ports(ports);
+  };
+  for (std::uint32_t g = 0; g < s.gpus; ++g) node(g, proto::NODE_GPU, "gpu" + std::to_string(g), 1);
+  for (std::uint32_t l = 0; l < s.leaves; ++l) node(s.gpus + l, proto::NODE_SWITCH, "leaf" + std::to_string(l), per_leaf + 1);
+  node(spine, proto::NODE_SWITCH, "spine", s.leaves);
+  for (std::uint32_t g = 0; g < s.gpus; ++g) add_link_pair(topo, g, 0, s.gpus + g / per_leaf, g % per_leaf, 18);
+  for (std::uint32_t l = 0; l < s.leaves; ++l) add_link_pair(topo, s.gpus + l, per_leaf, spine, l, 18 * per_leaf);
+  for (std::uint32_t i = 0; i <= spine; ++i) {
+    cfg.add_hosted_nodes(i);
+    cfg.add_node_engine(0);
+  }
+}
 
 proto::Configure make_config(const System& s) {
   proto::Configure cfg;
+  if (s.leaves) {
+    fat_tree(s, cfg);
+  } else {
   auto* topo = cfg.mutable_topology();
   const std::uint32_t lanes[4] = {5, 4, 4, 5};
   for (std::uint32_t g = 0; g < s.gpus; ++g) {
@@ -293,9 +360,10 @@ proto::Configure make_config(const System& s) {
     cfg.add_hosted_nodes(i);
     cfg.add_node_engine(0);
   }
+  }
   auto& m = *cfg.mutable_params();
   m["host.gpu_model"] = pvs("feature_test");
-  m["host.switch_model"] = pvs("nvswitch");
+  m["host.switch_model"] = pvs(s.switch_model);
   m["net.flit_bytes"] = pv(16);
   m["net.header_flits"] = pv(1);
   m["net.vcs_per_port"] = pv(4);
@@ -633,6 +701,48 @@ TEST(FeatureAcceptance, NvlsMulticastReductionAndLdReduce) {
     for (std::uint32_t g = 0; g < sys.gpus; ++g) EXPECT_EQ(w.acks[g], lines);
     EXPECT_GT(r.sum(".nvls.copies"), 0);
   }
+}
+
+TEST(FeatureAcceptance, TwoLevelFabricKeepsSumsAndLinesExact) {
+  System sys;
+  sys.gpus = 16;
+  sys.leaves = 2;
+  RedCase c;
+  c.lines = 128;
+  c.skew_ps = 2'000'000;
+  Workload w = empty_workload(sys.gpus);
+  std::vector<std::vector<double>> expect;
+  build_red(c, sys.gpus, w, expect);
+  const Result r = run(sys, w);
+  summary("red.cais, 16 GPUs, 2 leaves + spine", r);
+  check_red(c, sys.gpus, w, expect);
+  EXPECT_GT(merge_stat(r, "hits"), 0);
+  Result l;
+  ld_case(sys, 9, 2'000'000, &l);
+  summary("ld.cais, 16 GPUs, 2 leaves + spine", l);
+  EXPECT_GT(merge_stat(l, "hits"), 0);
+}
+
+TEST(FeatureAcceptance, TwoLevelFabricMergesAtTheHomesLeafWhenTheRouterSaysWhereItIs) {
+  System sys;
+  sys.gpus = 16;
+  sys.leaves = 2;
+  sys.switch_model = "nvswitch_routed";
+  RedCase c;
+  c.lines = 128;
+  c.skew_ps = 2'000'000;
+  Workload w = empty_workload(sys.gpus);
+  std::vector<std::vector<double>> expect;
+  build_red(c, sys.gpus, w, expect);
+  const Result r = run(sys, w);
+  summary("red.cais, 16 GPUs, 2 leaves + spine, merge at the home's leaf", r);
+  check_red(c, sys.gpus, w, expect);
+  EXPECT_EQ(merge_stat(r, "completions"), c.lines);  // every line merged completely, once
+  EXPECT_EQ(merge_stat(r, "timeouts"), 0);
+  Result l;
+  ld_case(sys, 9, 2'000'000, &l);
+  summary("ld.cais, 16 GPUs, 2 leaves + spine, merge at the owner's leaf", l);
+  EXPECT_EQ(merge_stat(l, "completions"), 192);
 }
 
 TEST(FeatureAcceptance, GroupSyncReleasesAllGpusOfEachGroup) {
