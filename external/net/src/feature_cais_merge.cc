@@ -41,7 +41,35 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
   entries_.resize(static_cast<std::size_t>(tables) * cfg_.table_entries);
   free_.reserve(entries_.size());
   for (std::size_t i = entries_.size(); i-- > 0;) free_.push_back(static_cast<std::int32_t>(i));
-  cam_.reserve(entries_.size() * 2);
+  std::size_t slots = 16;
+  while (slots < entries_.size() * 4) slots <<= 1;
+  cam_.assign(slots, CamSlot{});
+  cam_mask_ = slots - 1;
+}
+
+void CaisMergeUnit::cam_insert(std::uint64_t addr, std::uint32_t kind, std::int32_t idx) {
+  std::size_t i = cam_home(addr, kind);
+  while (cam_[i].idx >= 0) i = (i + 1) & cam_mask_;
+  cam_[i] = CamSlot{addr, idx, kind};
+}
+
+void CaisMergeUnit::cam_erase(std::uint64_t addr, std::uint32_t kind) {
+  std::size_t i = cam_home(addr, kind);
+  while (cam_[i].idx >= 0 && !(cam_[i].addr == addr && cam_[i].kind == kind)) i = (i + 1) & cam_mask_;
+  if (cam_[i].idx < 0) throw InvariantError("cais_merge: CAM entry missing");
+  // Backward-shift deletion: pull later members of the probe run into the hole.
+  std::size_t j = i;
+  for (;;) {
+    j = (j + 1) & cam_mask_;
+    if (cam_[j].idx < 0) break;
+    const std::size_t k = cam_home(cam_[j].addr, cam_[j].kind);
+    const bool movable = (i <= j) ? (k <= i || k > j) : (k <= i && k > j);
+    if (movable) {
+      cam_[i] = cam_[j];
+      i = j;
+    }
+  }
+  cam_[i].idx = -1;
 }
 
 std::uint32_t CaisMergeUnit::table_of(std::uint32_t port) const {
@@ -302,8 +330,12 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
 // ------------------------------------------------------------------ table management
 
 std::int32_t CaisMergeUnit::find(std::uint64_t addr, Kind k) const {
-  auto it = cam_.find(PairKey{addr, static_cast<std::uint64_t>(k)});
-  return it == cam_.end() ? -1 : it->second;
+  const auto kind = static_cast<std::uint32_t>(k);
+  for (std::size_t i = cam_home(addr, kind);; i = (i + 1) & cam_mask_) {
+    const CamSlot& c = cam_[i];
+    if (c.idx < 0) return -1;
+    if (c.addr == addr && c.kind == kind) return c.idx;
+  }
 }
 
 std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std::uint64_t addr, Kind k,
@@ -345,7 +377,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   t.st.live_bytes += bytes;
   t.st.high_water_entries = std::max(t.st.high_water_entries, t.st.live_entries);
   t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
-  cam_.emplace(PairKey{addr, static_cast<std::uint64_t>(k)}, idx);
+  cam_insert(addr, static_cast<std::uint32_t>(k), idx);
   ++live_;
   return idx;
 }
@@ -365,7 +397,7 @@ void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
   t.st.wait_ns.add(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
   leave_all(ctx, e);
   unlink(idx);
-  cam_.erase(PairKey{e.addr, static_cast<std::uint64_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad)});
+  cam_erase(e.addr, static_cast<std::uint32_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad));
   --t.st.live_entries;
   t.st.live_bytes -= e.line_bytes;
   e.state = State::kFree;

@@ -1,6 +1,9 @@
 // Unit tests of the CAIS merge unit's rules, each with a fake switch context.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+
 #include "cais/errors.h"
 #include "cais/net/feature_cais_merge.h"
 #include "test_feature_fake.h"
@@ -400,6 +403,68 @@ TEST(CaisMerge, LoadRequestWithoutBytesFailsLoudly) {
   const PacketHandle h = r.sw.make(proto::PKT_CAIS_LD_REQ, 1, 0, 0xA00, 3, 1);
   r.sw.arrive(0, h);
   EXPECT_THROW(r.sw.run(), InvariantError);
+}
+
+}  // namespace
+}  // namespace cais::net
+
+namespace cais::net {
+namespace {
+
+// Cost of the merge unit per packet, without any router around it (run with
+// --gtest_also_run_disabled_tests --gtest_filter='*MergeUnitSpeed*').
+class NullContext : public SwitchContext {
+ public:
+  TimePs now() const override { return now_; }
+  std::uint32_t node_id() const override { return 100; }
+  std::uint32_t num_gpus() const override { return 8; }
+  const std::string& name() const override { return name_; }
+  PacketHandle new_packet() override { return pool_.alloc(); }
+  Packet& packet(PacketHandle h) override { return pool_[h]; }
+  void release(PacketHandle h) override { pool_.release(h); }
+  void inject(PacketHandle h, std::uint32_t, TimePs) override {
+    ++injected;
+    pool_.release(h);
+  }
+  void schedule_timer(TimePs, std::uint32_t, std::uint64_t) override { ++timers; }
+  bool functional() const override { return functional_; }
+  TimePs now_ = 0;
+  bool functional_ = false;
+  std::uint64_t injected = 0, timers = 0;
+  PacketPool pool_;
+  std::string name_ = "null";
+};
+
+TEST(CaisMerge, DISABLED_MergeUnitSpeed) {
+  for (bool functional : {false, true}) {
+    NullContext ctx;
+    ctx.functional_ = functional;
+    CaisMergeUnit unit(CaisMergeConfig::from_params(feature_params()), 8, 0, 100);
+    const std::uint64_t lines = 2'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t l = 0; l < lines; ++l) {
+      const std::uint32_t home = static_cast<std::uint32_t>(l % 8);
+      for (std::uint32_t g = 0; g < 8; ++g) {
+        if (g == home) continue;
+        const PacketHandle h = ctx.new_packet();
+        Packet& p = ctx.packet(h);
+        p.type = proto::PKT_CAIS_RED;
+        p.src = g;
+        p.dst = home;
+        p.addr = (static_cast<std::uint64_t>(home) << 40) | ((l / 8) * 128);
+        p.aux = 7;
+        p.count = 1;
+        p.payload_bytes = 128;
+        if (functional) p.values.assign(32, 1.0);
+        ctx.now_ += 1000;
+        unit.on_arrival(ctx, g, h);
+      }
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("[ speed    ] functional=%d: %.1f M packets/s through the merge unit (%llu writes)\n", functional,
+                static_cast<double>(lines * 7) / s / 1e6, static_cast<unsigned long long>(ctx.injected));
+    EXPECT_EQ(ctx.injected, lines);
+  }
 }
 
 }  // namespace

@@ -168,7 +168,20 @@ class CaisMergeUnit : public SwitchFeature {
   std::vector<Table> tables_;
   std::vector<Entry> entries_;
   std::vector<std::int32_t> free_;
-  std::unordered_map<PairKey, std::int32_t, PairKeyHash> cam_;
+  // The CAM: open addressing with linear probing over a fixed power-of-two array (at least
+  // four slots per entry), backward-shift deletion; no allocation after construction.
+  struct CamSlot {
+    std::uint64_t addr = 0;
+    std::int32_t idx = -1;  // entry, -1 = empty
+    std::uint32_t kind = 0;
+  };
+  std::vector<CamSlot> cam_;
+  std::uint64_t cam_mask_ = 0;
+  std::size_t cam_home(std::uint64_t addr, std::uint32_t kind) const {
+    return static_cast<std::size_t>(mix64(addr + kind) & cam_mask_);
+  }
+  void cam_insert(std::uint64_t addr, std::uint32_t kind, std::int32_t idx);
+  void cam_erase(std::uint64_t addr, std::uint32_t kind);
   std::size_t live_ = 0;
   struct Ahead {
     std::uint32_t n = 0;
