@@ -16,10 +16,11 @@ class ConfigError(CaisError):
 class EngineError(CaisError):
     """An engine process failed, hung or misbehaved."""
 
-    def __init__(self, engine: str, message: str, stderr_tail: str = ""):
+    def __init__(self, engine: str, message: str, stderr_tail: str | None = ""):
         text = f"engine {engine}: {message}"
-        if stderr_tail.strip():
-            text += "\n--- stderr of " + engine + " (last lines) ---\n" + stderr_tail.rstrip()
+        if stderr_tail is not None:  # None: no process of ours to read from
+            tail = stderr_tail.rstrip()
+            text += f"\n--- stderr of {engine} (last lines) ---\n" + (tail if tail else "(empty)")
         super().__init__(text)
         self.engine = engine
         self.stderr_tail = stderr_tail

@@ -106,7 +106,7 @@ def test_engine_faults_end_the_run(engines, tmp_path, kind, expect):
     before = engine_pids()
     out = tmp_path / kind
     t0 = time.monotonic()
-    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0={kind}:40", f"out_dir={out}", check=False, timeout=60)
+    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0:{kind}:40", f"out_dir={out}", check=False, timeout=60)
     check_failure(proc, out, "net_engine0", t0, before)
     assert expect in proc.stderr, proc.stderr
     assert "stderr of net_engine0" in proc.stderr or kind == "garbage"

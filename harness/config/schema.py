@@ -36,7 +36,7 @@ class CosimConfig:
     max_sim_time_us: float = 1.0e7
     """Stop with an error if simulated time passes this (a runaway workload)."""
     fault: str = ""
-    """Testing aid: ENGINE=KIND:WINDOW makes engine ENGINE crash|hang|garbage at that window."""
+    """Testing aid: ENGINE:KIND:WINDOW makes engine ENGINE crash|hang|garbage at that window."""
     watch: list[str] = field(default_factory=list)
     """Component name prefixes whose events are traced to stderr."""
 

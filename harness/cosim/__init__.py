@@ -46,13 +46,13 @@ def to_param_value(value: Any) -> "pb.ParamValue":
 
 
 def _parse_faults(spec: str, names: Iterable[str]) -> dict[str, str]:
-    """'gpu_engine0=crash:5,net_engine0=hang:3' -> {name: 'crash:5', ...}"""
+    """'gpu_engine0:crash:5,net_engine0:hang:3' -> {name: 'crash:5', ...}"""
     out: dict[str, str] = {}
     valid = set(names)
     for item in filter(None, (s.strip() for s in spec.split(","))):
-        name, _, what = item.partition("=")
+        name, _, what = item.partition(":")
         if name not in valid or not what:
-            raise ConfigError("cosim.fault", f"'{item}' must be ENGINE=KIND:WINDOW with ENGINE one of {sorted(valid)}")
+            raise ConfigError("cosim.fault", f"'{item}' must be ENGINE:KIND:WINDOW with ENGINE one of {sorted(valid)}")
         out[name] = what
     return out
 

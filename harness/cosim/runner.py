@@ -78,7 +78,7 @@ class Coordinator:
                 raise EngineError(names, f"no answer within {budget / 1000:.1f} s (hung?)", first.stderr_tail())
         idx = self.index.get(frames[0].bytes)
         if idx is None:
-            raise EngineError(frames[0].bytes.decode(errors="replace"), "message from an unknown engine")
+            raise EngineError(frames[0].bytes.decode(errors="replace"), "message from an unknown engine", None)
         eng = self.engines[idx]
         ctl = pb.Control()
         try:
@@ -104,7 +104,12 @@ class Coordinator:
                               self.engines[idx].stderr_tail())
 
     def send(self, idx: int, ctl_bytes: bytes, frames: list | None = None) -> None:
-        self.sock.send_multipart([self.ids[idx], ctl_bytes, *(frames or [])], copy=False)
+        try:
+            self.sock.send_multipart([self.ids[idx], ctl_bytes, *(frames or [])], copy=False)
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: the engine's socket is gone
+            self._check_alive()
+            eng = self.engines[idx]
+            raise EngineError(eng.name, f"cannot be reached ({exc})", eng.stderr_tail()) from None
 
     def gather(self, kind: str, targets: list[int], timeout_ms: int | None = None) -> dict[int, tuple]:
         waiting = set(targets)
@@ -165,7 +170,8 @@ class Coordinator:
                                       self.engines[idx].stderr_tail())
                 for dst, tmin, frame in zip(wd.batch_dst, wd.batch_min_ps, frames):
                     if dst >= n:
-                        raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}")
+                        raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}",
+                                          self.engines[idx].stderr_tail())
                     if tmin < until:
                         raise SimulationError(f"engine {self.engines[idx].name} sent a packet arriving at {tmin} ps, "
                                               f"inside the current window ending {until} ps (lookahead broken)")

@@ -158,6 +158,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
         case proto::Control::kAdvance: {
           ++window;
           if (fault.at_window != 0 && window == fault.at_window) {
+            std::cerr << name << ": fault injection: " << fault.kind << " at window " << window << std::endl;
             if (fault.kind == "crash") std::abort();
             if (fault.kind == "hang") for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
             if (fault.kind == "garbage") {
