@@ -633,9 +633,8 @@ TEST(FeatureAcceptance, ThrottledRunStillCompletesExactly) {
   EXPECT_GT(merge_stat(r, "unthrottles"), 0);
 }
 
-TEST(FeatureAcceptance, NvlsMulticastReductionAndLdReduce) {
-  for (bool member_acks : {false, true}) {
-    System sys;
+void nvls_case(System sys, bool member_acks) {
+  {
     sys.member_acks = member_acks;
     Workload w = empty_workload(sys.gpus);
     w.member_acks = member_acks;
@@ -699,8 +698,19 @@ TEST(FeatureAcceptance, NvlsMulticastReductionAndLdReduce) {
       }
     for (const auto& kv : want) EXPECT_EQ(w.ld_rx[kv.second.first].at(kv.first), ld_sum.at(kv.second.second));
     for (std::uint32_t g = 0; g < sys.gpus; ++g) EXPECT_EQ(w.acks[g], lines);
-    EXPECT_GT(r.sum(".nvls.copies"), 0);
+    EXPECT_EQ(r.sum(".nvls.copies"), static_cast<double>(sys.gpus) * sys.gpus * lines);
   }
+}
+
+TEST(FeatureAcceptance, NvlsMulticastReductionAndLdReduce) {
+  for (bool member_acks : {false, true}) nvls_case(System{}, member_acks);
+}
+
+TEST(FeatureAcceptance, NvlsOnATwoLevelFabric) {
+  System sys;
+  sys.gpus = 16;
+  sys.leaves = 2;
+  for (bool member_acks : {false, true}) nvls_case(sys, member_acks);
 }
 
 TEST(FeatureAcceptance, TwoLevelFabricKeepsSumsAndLinesExact) {
