@@ -52,13 +52,13 @@ def bench_harness(requests: int, gap_ns: float, repeat: int) -> dict:
     }
 
 
-def bench_floor(windows: int, engines: int = 3) -> dict:
+def bench_floor(windows: int, engines: int = 3, transport: str = "ipc") -> dict:
     """The protocol's own floor: engines that host nothing, advanced window after window."""
     from harness.cosim import launch
     from harness.protocol import cosim as pb
 
     names = [f"empty{i}" for i in range(engines)]
-    with launch(names) as coord:
+    with launch(names, transport=transport) as coord:
         configures = []
         for i, name in enumerate(names):
             c = pb.Control()
@@ -76,7 +76,7 @@ def bench_floor(windows: int, engines: int = 3) -> dict:
                 coord.send(i, data)
             coord.gather("window_done", list(range(engines)))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"engine_processes": engines, "windows": windows, "us_per_window": wall / windows * 1e6,
+    return {"engine_processes": engines, "transport": transport, "windows": windows, "us_per_window": wall / windows * 1e6,
             "harness_cpu_us_per_window": cpu / windows * 1e6}
 
 
@@ -89,12 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     h.add_argument("--repeat", type=int, default=3)
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
     f.add_argument("--windows", type=int, default=3000)
+    f.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
     args = ap.parse_args(argv)
     if args.what == "harness":
         out = bench_harness(args.requests, args.gap_ns, args.repeat)
         out["protocol_floor"] = bench_floor(3000)
     else:
-        out = bench_floor(args.windows)
+        out = bench_floor(args.windows, transport=args.transport)
     json.dump(out, sys.stdout, indent=2)
     print()
 
