@@ -139,3 +139,25 @@ def test_kill_9_of_an_engine(engines, tmp_path):
     P.stderr = stderr
     check_failure(P, out, "gpu_engine1", killed_at, before)
     assert "SIGKILL" in stderr
+
+
+def test_manual_launcher_over_tcp(engines, tmp_path):
+    """Engines started by someone else (as on other hosts) join over tcp:// and give the same result."""
+    ref = run_to(tmp_path, "ref", *SMALL, "cosim.gpus_per_process=4")
+    out = tmp_path / "manual"
+    cmd = [sys.executable, "-m", "harness.cli", *SMALL, "cosim.gpus_per_process=4", "cosim.transport=tcp",
+           "cosim.launcher=manual", f"out_dir={out}"]
+    harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = []
+    try:
+        while len(started) < 3:
+            line = harness.stderr.readline()
+            assert line, "harness ended before printing the engine command lines"
+            if line.startswith("start on its host: "):
+                started.append(subprocess.Popen(line.split(": ", 1)[1].split()))
+        harness.communicate(timeout=120)
+        assert harness.returncode == 0
+    finally:
+        for p in started:
+            p.wait(timeout=10)
+    same_files(ref, out)
