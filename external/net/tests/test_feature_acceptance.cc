@@ -242,15 +242,30 @@ class RoutedNvSwitch : public NvSwitch {
   bool attached(std::uint32_t dst) const override { return routing().distance(dst) == 1; }
 };
 
-const bool registered_switch = [] {
+// The router answering as if every fabric were single-level (SwitchContext's defaults):
+// switch model "nvswitch_flat".
+class FlatNvSwitch : public NvSwitch {
+ public:
+  using NvSwitch::NvSwitch;
+  std::uint32_t port_toward(std::uint32_t dst) const override { return dst; }
+  bool attached(std::uint32_t) const override { return true; }
+};
+
+template <class Model>
+void register_switch(const std::string& name) {
   NodeFactory f;
   f.engine = "net";
   f.param_prefixes = {"net."};
   f.setup = [](Sim& sim) { NodeRegistry::instance().find(proto::NODE_SWITCH, "nvswitch")->setup(sim); };
   f.build = [](Sim& sim, std::uint32_t node) -> std::unique_ptr<NodeComponent> {
-    return std::make_unique<RoutedNvSwitch>(sim, node);
+    return std::make_unique<Model>(sim, node);
   };
-  NodeRegistry::instance().add(proto::NODE_SWITCH, "nvswitch_routed", std::move(f));
+  NodeRegistry::instance().add(proto::NODE_SWITCH, name, std::move(f));
+}
+
+const bool registered_switches = [] {
+  register_switch<RoutedNvSwitch>("nvswitch_routed");
+  register_switch<FlatNvSwitch>("nvswitch_flat");
   return true;
 }();
 
@@ -713,10 +728,11 @@ TEST(FeatureAcceptance, NvlsOnATwoLevelFabric) {
   for (bool member_acks : {false, true}) nvls_case(sys, member_acks);
 }
 
-TEST(FeatureAcceptance, TwoLevelFabricKeepsSumsAndLinesExact) {
+TEST(FeatureAcceptance, TwoLevelFabricKeepsSumsAndLinesExactEvenWhenEveryLeafMerges) {
   System sys;
   sys.gpus = 16;
   sys.leaves = 2;
+  sys.switch_model = "nvswitch_flat";
   RedCase c;
   c.lines = 128;
   c.skew_ps = 2'000'000;
@@ -724,12 +740,12 @@ TEST(FeatureAcceptance, TwoLevelFabricKeepsSumsAndLinesExact) {
   std::vector<std::vector<double>> expect;
   build_red(c, sys.gpus, w, expect);
   const Result r = run(sys, w);
-  summary("red.cais, 16 GPUs, 2 leaves + spine", r);
+  summary("red.cais, 16 GPUs, 2 leaves + spine, every leaf merges", r);
   check_red(c, sys.gpus, w, expect);
   EXPECT_GT(merge_stat(r, "hits"), 0);
   Result l;
   ld_case(sys, 9, 2'000'000, &l);
-  summary("ld.cais, 16 GPUs, 2 leaves + spine", l);
+  summary("ld.cais, 16 GPUs, 2 leaves + spine, every leaf merges", l);
   EXPECT_GT(merge_stat(l, "hits"), 0);
 }
 
