@@ -59,6 +59,11 @@ PacketHandle NvSwitch::new_packet() { return sim_.new_packet(*this); }
 Packet& NvSwitch::packet(PacketHandle h) { return sim_.packets()[h]; }
 void NvSwitch::release(PacketHandle h) { sim_.packets().release(h); }
 
+std::uint32_t NvSwitch::port_toward(std::uint32_t dst) const {
+  const auto& c = routes_.candidates(dst);
+  return c.empty() ? kNoRoute : c.front();
+}
+
 void NvSwitch::inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) {
   if (in_port >= in_.size()) throw InvariantError(NodeComponent::name() + ": inject on unknown port");
   Packet& p = sim_.packets()[h];

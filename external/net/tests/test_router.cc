@@ -234,6 +234,12 @@ TEST(Routing, DeterministicAndSpreadOverSpines) {
   const NvSwitch* leaf0 = sws[0];
   ASSERT_EQ(leaf0->routing().candidates(15).size(), 4u);  // remote GPU: any of 4 spines
   ASSERT_EQ(leaf0->routing().candidates(1).size(), 1u);   // local GPU: its port
+  const SwitchContext& ctx = *leaf0;  // what features see
+  EXPECT_TRUE(ctx.attached(1));
+  EXPECT_FALSE(ctx.attached(15));
+  EXPECT_EQ(ctx.port_toward(1), 1u);                    // leaf port g leads to its g-th GPU
+  EXPECT_EQ(ctx.port_toward(15), leaf0->routing().candidates(15).front());
+  EXPECT_FALSE(static_cast<const SwitchContext&>(*sws[4]).attached(0));  // a spine
   std::map<std::uint32_t, int> use;
   for (std::uint64_t line = 0; line < 4000; ++line) {
     Packet p;

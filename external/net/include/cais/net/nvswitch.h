@@ -57,6 +57,10 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   void inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) override;
   void schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) override;
   bool functional() const override { return params_.functional; }
+  // From the routing tables: the port toward `dst` (the first of several equal ones; kNoRoute if
+  // unreachable) and whether `dst` hangs directly off this switch (one hop away).
+  std::uint32_t port_toward(std::uint32_t dst) const override;
+  bool attached(std::uint32_t dst) const override { return routes_.distance(dst) == 1; }
 
   // ---- inspection (tests, statistics)
   std::uint32_t num_ports() const { return static_cast<std::uint32_t>(in_.size()); }
