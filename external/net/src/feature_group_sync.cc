@@ -23,7 +23,9 @@ GroupSync::GroupSync(const GroupSyncConfig& cfg, std::uint32_t switch_node) : cf
 
 SwitchFeature::Verdict GroupSync::on_arrival(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
   const Packet& p = ctx.packet(h);
-  if (p.type != proto::PKT_SYNC_REQ) return Verdict::kForward;
+  // The group's table lives in the switch the request is addressed to (in a multi-level fabric
+  // the GPUs of a group must all address one switch; the ones on the way pass it on).
+  if (p.type != proto::PKT_SYNC_REQ || p.dst != ctx.node_id()) return Verdict::kForward;
   const std::uint32_t gid = p.group, expected = p.aux;
   const Registrant r{p.src, in_port, p.tag};
   if (expected == 0)

@@ -54,6 +54,7 @@ struct Workload {
   std::vector<std::map<std::uint64_t, std::vector<double>>> memory;  // lines a GPU owns (serves loads)
   std::vector<std::uint64_t> throttles, acks, releases;
   bool member_acks = false;  // answer NVLS multicast copies with MM_ACK
+  std::vector<std::uint32_t> sync_switches;  // group g syncs at sync_switches[g % n] (else: its plane)
 };
 Workload* g_wl = nullptr;
 
@@ -123,6 +124,10 @@ class FeatureTestGpu : public NodeComponent {
     const Packet& p = sim_.packets()[h];
     const bool sync = p.type == proto::PKT_SYNC_REQ;
     const std::uint32_t port = sync ? planes_.plane_for_key(p.group) : planes_.plane(p.addr);
+    if (sync) {  // the switch that keeps the group's table
+      const auto& sw = g_wl->sync_switches;
+      sim_.packets()[h].dst = sw.empty() ? sim_.node(node_).out[port].peer_node : sw[p.group % sw.size()];
+    }
     queues_[port][vc == kReqVc ? 0 : 1].push_back(h);
     pump(port);
   }
@@ -771,9 +776,9 @@ TEST(FeatureAcceptance, TwoLevelFabricMergesAtTheHomesLeafWhenTheRouterSaysWhere
   EXPECT_EQ(merge_stat(l, "completions"), 192);
 }
 
-TEST(FeatureAcceptance, GroupSyncReleasesAllGpusOfEachGroup) {
-  System sys;
+void sync_case(const System& sys, const std::vector<std::uint32_t>& sync_switches) {
   Workload w = empty_workload(sys.gpus);
+  w.sync_switches = sync_switches;
   std::mt19937_64 rng(4);
   const std::uint32_t groups = 40;
   for (std::uint32_t g = 0; g < sys.gpus; ++g) {
@@ -793,6 +798,15 @@ TEST(FeatureAcceptance, GroupSyncReleasesAllGpusOfEachGroup) {
   const Result r = run(sys, w);
   for (std::uint32_t g = 0; g < sys.gpus; ++g) EXPECT_EQ(w.releases[g], groups);
   EXPECT_EQ(r.sum(".group_sync.groups_released"), groups);
+}
+
+TEST(FeatureAcceptance, GroupSyncReleasesAllGpusOfEachGroup) { sync_case(System{}, {}); }
+
+TEST(FeatureAcceptance, GroupSyncOnATwoLevelFabricAtOneSwitchPerGroup) {
+  System sys;
+  sys.gpus = 16;
+  sys.leaves = 2;
+  sync_case(sys, {16, 17, 18});  // both leaves and the spine keep some of the groups
 }
 
 }  // namespace

@@ -214,6 +214,16 @@ TEST(GroupSync, ReleasesEveryRegisteredGpuWhenAllArrived) {
   EXPECT_EQ(r.sync.pending_groups(), 1u);
 }
 
+TEST(GroupSync, RequestsForAnotherSwitchPassThrough) {
+  SyncRig r;
+  const PacketHandle h = r.sw.make(proto::PKT_SYNC_REQ, 0, r.sw.node_id() + 1, 0, 2, 0);
+  r.sw.packet(h).group = 9;
+  r.sw.arrive(0, h);
+  r.sw.run();
+  EXPECT_EQ(r.sw.forwarded, 1u);
+  EXPECT_EQ(r.sync.requests(), 0u);
+}
+
 TEST(GroupSync, MismatchedMemberCountFailsLoudly) {
   SyncRig r;
   r.req(0, 0, 1, 4, 0);

@@ -1,7 +1,10 @@
 // The CAIS group-sync table (III-B2/3), as switch feature "group_sync".
 //
-// SYNC_REQ (group = TB-group id, aux = members expected, tag = the GPU synchronizer's tag)
-// registers its sender in the table entry of its group. When `aux` registrations are in, the
+// SYNC_REQ (dst = this switch, group = TB-group id, aux = members expected, tag = the GPU
+// synchronizer's tag) registers its sender in the table entry of its group; a SYNC_REQ
+// addressed to another switch passes through (in a multi-level fabric all GPUs of a group must
+// address the same switch, e.g. one chosen by the group id; in a DGX-style system the switch
+// of plane PlaneHash::plane_for_key(group)). When `aux` registrations are in, the
 // switch sends every registered GPU a SYNC_RELEASE (group, tag of its request, aux, count =
 // registrations) and frees the entry, so the group id can be used again. All requests of one
 // group must name the same `aux`. Sync packets of a group all reach one switch
