@@ -43,10 +43,12 @@ void InputUnit::check_fits(const Packet& p) const {
                          std::to_string(port_) + " vc " + std::to_string(p.vc));
 }
 
-void InputUnit::accept(const Packet& p, const InputEntry& e) {
-  check_fits(p);
-  Vc& v = vcs_[p.vc];
-  v.flits += p.flits;
+void InputUnit::accept(std::uint32_t vc, const InputEntry& e) {
+  if (vc >= num_vcs_ || vcs_[vc].flits + e.credit_flits > depth_)
+    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_) +
+                         " vc " + std::to_string(vc));
+  Vc& v = vcs_[vc];
+  v.flits += e.credit_flits;
   v.ring.push(e);
 }
 
@@ -54,8 +56,8 @@ InputEntry InputUnit::pop(Sim& sim, Component& self, std::uint32_t vc, TimePs at
   Vc& v = vcs_[vc];
   const InputEntry e = v.ring.pop();
   if (vc < num_vcs_) {
-    v.flits -= e.flits;
-    return_credits(sim, self, vc, e.flits, at);
+    v.flits -= e.credit_flits;
+    return_credits(sim, self, vc, e.credit_flits, at);
   }
   return e;
 }

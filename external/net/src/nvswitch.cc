@@ -123,6 +123,7 @@ InputEntry NvSwitch::make_entry(PacketHandle h, std::uint32_t in_port, TimePs he
   e.h = h;
   e.out_port = out;
   e.flits = p.flits;
+  e.credit_flits = 0;  // injected packets hold no upstream credits
   e.tail_ps = sim_.now();
   e.ready_ps = head_ps + params_.pipeline_ps();
   return e;
@@ -149,15 +150,16 @@ void NvSwitch::on_arrival(PacketHandle h) {
       return;
     }
   }
-  const Packet& q = sim_.packets()[h];
   // Cut-through: the head arrived one serialisation time before the tail (announced now).
-  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(q.flits) * params_.flit_bytes, in_[port].in_bw_gbps());
+  // A feature may have rewritten the packet; buffer space and credits follow what arrived.
+  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(flits) * params_.flit_bytes, in_[port].in_bw_gbps());
   const TimePs head = sim_.now() > ser ? sim_.now() - ser : 0;
-  const InputEntry entry = make_entry(h, port, head);
-  const bool was_empty = in_[port].empty(q.vc);
-  in_[port].accept(q, entry);
+  InputEntry entry = make_entry(h, port, head);
+  entry.credit_flits = flits;
+  const bool was_empty = in_[port].empty(vc);
+  in_[port].accept(vc, entry);
   ++buffered_;
-  if (was_empty) head_changed(port, q.vc);
+  if (was_empty) head_changed(port, vc);
 }
 
 void NvSwitch::on_credit(std::uint32_t port, PacketHandle h) {

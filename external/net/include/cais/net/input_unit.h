@@ -19,7 +19,8 @@ struct InputEntry {
   PacketHandle h = kNoPacket;
   std::uint32_t out_port = 0;
   std::int32_t out_vc = -1;   // downstream VC once the VC allocator granted one
-  std::uint32_t flits = 0;
+  std::uint32_t flits = 0;        // the packet's flits when forwarded (downstream credits)
+  std::uint32_t credit_flits = 0; // buffer flits it occupies here (credits returned upstream)
   TimePs tail_ps = 0;         // tail arrived (or injected) at this time
   TimePs ready_ps = 0;        // head has passed routing, VC and switch allocation stages
 };
@@ -51,8 +52,9 @@ class InputUnit {
   std::uint32_t injection_vc() const { return num_vcs_; }  // index of the injection queue
   double in_bw_gbps() const { return in_bw_gbps_; }
 
-  // Buffer an upstream packet on its VC; throws InvariantError if the sender overran credits.
-  void accept(const Packet& p, const InputEntry& e);
+  // Buffer an upstream packet on `vc` (e.credit_flits of buffer); throws InvariantError if the
+  // sender overran its credits.
+  void accept(std::uint32_t vc, const InputEntry& e);
   // Check that `p` fits its VC (used for packets a switch feature takes before buffering).
   void check_fits(const Packet& p) const;
   void inject(const InputEntry& e) { vcs_[num_vcs_].ring.push(e); }
