@@ -12,6 +12,9 @@
 //     arrived (synchronisation through the data itself), and after consuming it posts the head
 //     flag back, which frees one of collective.buffer_slices buffer slots (NCCL_STEPS /
 //     SLICESTEPS) the sender may have in flight.
+//   * CTA throughput: with collective.cta_bw_gbps > 0 the CTA moves a slice at that rate (send
+//     primitives issue their packets spaced accordingly; receive-only primitives copy the slice
+//     to the output in that time), so a channel cannot send while it copies out, as in NCCL.
 //   * NVLS: the reduce warps of each channel issue multimem.ld_reduce (MM_LD_REDUCE_REQ) of
 //     up to collective.nvls_outstanding_bytes in flight (memory-level parallelism of those warps)
 //     and multimem.st (MM_ST) each reduced packet to the multicast group as soon as it returns.
@@ -39,7 +42,7 @@
 namespace cais::net {
 namespace {
 
-enum EventKind : std::uint32_t { kPortFree = 2, kStart = 3 };
+enum EventKind : std::uint32_t { kPortFree = 2, kStart = 3, kCtaStep = 4 };
 constexpr std::uint32_t kReqVc = 0, kRespVc = 1;
 constexpr std::uint64_t kElemBytes = 4;
 constexpr std::uint64_t kFlagBytes = 8;
@@ -78,6 +81,8 @@ class CollectiveGpu : public NodeComponent {
     const std::uint64_t multiple = p.get_uint("collective.packet_multiple");
     functional_ = p.get_bool("collective.functional");
     start_ps_ = ns_to_ps(p.get_double("collective.start_ns"));
+    cta_bw_gbps_ = p.get_double("collective.cta_bw_gbps");
+    if (cta_bw_gbps_ < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
@@ -155,6 +160,7 @@ class CollectiveGpu : public NodeComponent {
     switch (e.kind) {
       case kPacketArrival: return on_arrival(static_cast<PacketHandle>(e.arg));
       case kPortFree: return pump(e.arg32);
+      case kCtaStep: return cta_step(e.arg32);
       case kStart:
         if (algo_ == CollAlgo::kRing)
           for (std::uint32_t c = 0; c < channels_; ++c) ring_advance(c);
@@ -198,7 +204,8 @@ class CollectiveGpu : public NodeComponent {
  private:
   struct RingChan {
     std::size_t pc = 0;
-    bool fencing = false;
+    bool fencing = false, busy = false;
+    std::uint64_t issue_off = 0;
     std::uint64_t send_idx = 0, recv_idx = 0, unacked = 0;
     std::vector<std::uint8_t> tails, heads;
     std::uint64_t tail_contig = 0, head_contig = 0;
@@ -297,7 +304,7 @@ class CollectiveGpu : public NodeComponent {
   void ring_advance(std::uint32_t c) {
     RingChan& ch = chans_[c];
     const auto& ops = ring_.channels[c];
-    while (!ch.fencing && ch.pc < ops.size()) {
+    while (!ch.fencing && !ch.busy && ch.pc < ops.size()) {
       const SliceOp& op = ops[ch.pc];
       const bool rv = prim_recv(op.prim), sd = prim_send(op.prim);
       if (rv && ch.tail_contig <= ch.recv_idx) return;           // data not there yet
@@ -305,28 +312,61 @@ class CollectiveGpu : public NodeComponent {
       if (functional_ && prim_writes_output(op.prim))
         for (std::uint64_t i = op.offset / kElemBytes; i < (op.offset + op.bytes) / kElemBytes; ++i)
           out_vals_[i] = result_val(op.prim, i);
+      if (op.bytes && cta_bw_gbps_ > 0) {  // the CTA copies the slice at its own rate
+        ch.busy = true;
+        ch.issue_off = 0;
+        cta_step(c);
+        return;
+      }
       if (sd && op.bytes) {
-        const bool fin = prim_sends_final(op.prim);
-        for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_) {
-          const std::uint64_t b = std::min<std::uint64_t>(bulk_bytes_, op.bytes - off);
-          const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
-          const PacketHandle h = make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b), make_tag(c, kData, fin, 0));
-          if (functional_) {
-            auto& v = sim_.packets()[h].values;
-            for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
-              v.push_back(result_val(op.prim, i));
-          }
-          data_tx_bytes_ += b;
-          ++ch.unacked;
-          ++unacked_total_;
-          enqueue(h, kReqVc);
-        }
+        for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_)
+          emit_data(c, op, off, std::min<std::uint64_t>(bulk_bytes_, op.bytes - off));
         ch.fencing = true;  // __threadfence_system before the tail flag
         return;
       }
       ring_post(c);
     }
     update_finish();
+  }
+
+  // One step of a CTA copying a slice at collective.cta_bw_gbps: a send primitive issues its
+  // next (bulk) packet, a receive-only primitive copies the slice to the output in one step.
+  void cta_step(std::uint32_t c) {
+    RingChan& ch = chans_[c];
+    const SliceOp& op = ring_.channels[c][ch.pc];
+    if (ch.issue_off >= op.bytes) {
+      ch.busy = false;
+      if (prim_send(op.prim) && ch.unacked) {
+        ch.fencing = true;  // __threadfence_system before the tail flag
+        return;
+      }
+      ring_post(c);
+      ring_advance(c);
+      return;
+    }
+    std::uint64_t b = op.bytes - ch.issue_off;
+    if (prim_send(op.prim)) {
+      b = std::min<std::uint64_t>(bulk_bytes_, b);
+      emit_data(c, op, ch.issue_off, b);
+    }
+    ch.issue_off += b;
+    schedule(sim_.now() + serialization_ps(b, cta_bw_gbps_), kCtaStep, 0, c);
+  }
+
+  void emit_data(std::uint32_t c, const SliceOp& op, std::uint64_t off, std::uint64_t b) {
+    RingChan& ch = chans_[c];
+    const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
+    const PacketHandle h =
+        make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b), make_tag(c, kData, prim_sends_final(op.prim), 0));
+    if (functional_) {
+      auto& v = sim_.packets()[h].values;
+      for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
+        v.push_back(result_val(op.prim, i));
+    }
+    data_tx_bytes_ += b;
+    ++ch.unacked;
+    ++unacked_total_;
+    enqueue(h, kReqVc);
   }
 
   void send_flag(std::uint32_t dst, std::uint32_t c, TagKind k, std::uint64_t seq) {
@@ -532,6 +572,7 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
   TimePs start_ps_ = 0, finish_ps_ = 0;
+  double cta_bw_gbps_ = 0;
   RingSchedule ring_;
   std::vector<RingChan> chans_;
   std::vector<std::vector<NvlsRange>> nvls_;

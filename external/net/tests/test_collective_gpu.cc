@@ -237,6 +237,7 @@ struct Case {
   // Enough credits for the bandwidth-delay product of a 125 GB/s link with 250 ns latency each
   // way (~65 KB = 4000 flits): with less, credits, not links, limit the bandwidth.
   std::uint32_t vc_depth = 8192;
+  double cta_bw = 0.0;
 };
 
 proto::ParamValue pv_int(std::int64_t v) {
@@ -316,6 +317,7 @@ proto::Configure make_config(const Case& k) {
   m["collective.packet_multiple"] = pv_int(static_cast<std::int64_t>(k.multiple));
   m["collective.functional"] = pv_bool(k.functional);
   m["collective.start_ns"] = pv_dbl(0.0);
+  m["collective.cta_bw_gbps"] = pv_dbl(k.cta_bw);
   cfg.set_window_ps(250000);
   return cfg;
 }
@@ -372,6 +374,7 @@ TEST(CollectiveGpu, RingAllGatherAndReduceScatterAreFunctionallyCorrect) {
     k.op = op;
     k.gpus = 4;
     k.bytes = 4 * 20000;
+    k.cta_bw = 20.0;  // paced CTA copies
     auto o = run_case(k);
     expect_functional_ok(k, o, std::string(op) == "all_gather" ? k.bytes / 4 : k.bytes / 4 / k.gpus);
   }
