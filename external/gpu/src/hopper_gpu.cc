@@ -17,6 +17,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   sms_.resize(cfg_.num_sms + 1);  // the last queue is the copy engine's
   for (auto& s : sms_) s.port.bytes_per_ps = cfg_.sm_port_bytes_per_ps;
   l2_.bytes_per_ps = cfg_.l2_bytes_per_ps;
+  l2_tiles_.set_capacity(cfg_.l2_bytes);
   hbm_.bytes_per_ps = cfg_.hbm_bytes_per_ps;
 
   const auto& info = sim.node(node);
@@ -234,7 +235,9 @@ void HopperGpu::place(LaunchState& L, std::uint32_t s) {
     free_tbs_.pop_back();
   }
   Tb& tb = tbs_[tbi];
+  const std::uint32_t seq = tb.seq;  // keep the token: stale wake-ups of a previous block stay stale
   tb = Tb{};
+  tb.seq = seq + 1;
   tb.launch = L.index;
   tb.sm = s;
   tb.cta = L.next_cta++;
@@ -278,9 +281,15 @@ std::uint32_t HopperGpu::participants_excluding(const LaunchState& L, std::uint3
 void HopperGpu::handle(const Event& e) {
   switch (e.kind) {
     case kPacketArrival: return on_arrival(static_cast<PacketHandle>(e.arg));
-    case kTbStep: return step(static_cast<std::uint32_t>(e.arg));
+    case kTbStep: {
+      Tb& tb = tbs_[e.arg];
+      if (e.arg32 != tb.seq) return;  // superseded by a later wake-up
+      if (tb.state == TbState::kWaitMem) tb.state = TbState::kRunning;
+      return step(static_cast<std::uint32_t>(e.arg));
+    }
     case kTbStart:
       tbs_[e.arg].state = TbState::kRunning;
+      ++tbs_[e.arg].seq;
       return step(static_cast<std::uint32_t>(e.arg));
     case kMemDone: return mem_op_done(static_cast<std::uint32_t>(e.arg));
     case kPortFree: return pump_port(e.arg32);
@@ -290,6 +299,44 @@ void HopperGpu::handle(const Event& e) {
       sms_[e.arg32].pump_pending = false;
       return pump_sm(e.arg32);
     default: throw InvariantError(name() + ": unknown event kind");
+  }
+}
+
+void HopperGpu::add_local(std::uint32_t tbi, TimePs done) {
+  Tb& tb = tbs_[tbi];
+  mem_satisfied(tb, ~0u);  // prune completed entries
+  if (tb.nlocal < tb.local.size()) {
+    tb.local[tb.nlocal++] = done;
+  } else {  // more in flight than the block tracks: an event of its own
+    ++tb.outstanding;
+    schedule(done, kMemDone, tbi);
+  }
+}
+
+bool HopperGpu::mem_satisfied(Tb& tb, std::uint32_t limit) {
+  const TimePs now = sim_.now();
+  std::uint8_t k = 0;
+  for (std::uint8_t i = 0; i < tb.nlocal; ++i)
+    if (tb.local[i] > now) tb.local[k++] = tb.local[i];
+  tb.nlocal = k;
+  return tb.outstanding + tb.nlocal <= limit;
+}
+
+// Wake the block when at most `limit` memory ops are in flight: exactly at the right local
+// completion when only local ops are pending; otherwise on remote completions (and when the
+// local ones are done), re-checking each time.
+void HopperGpu::wait_mem(std::uint32_t tbi, std::uint32_t limit) {
+  Tb& tb = tbs_[tbi];
+  tb.state = TbState::kWaitMem;
+  tb.wait_limit = limit;
+  if (tb.nlocal == 0) return;  // remote completions wake it (mem_op_done)
+  std::array<TimePs, 16> t = tb.local;
+  std::sort(t.begin(), t.begin() + tb.nlocal);
+  if (tb.outstanding == 0) {
+    wake_at(tbi, t[tb.nlocal - 1 - std::min<std::uint32_t>(limit, tb.nlocal - 1)]);
+  } else {
+    tb.wait_limit = limit >= tb.nlocal ? limit - tb.nlocal : 0;
+    wake_at(tbi, t[tb.nlocal - 1]);
   }
 }
 
@@ -311,6 +358,10 @@ void HopperGpu::step(std::uint32_t tbi) {
   const auto n = static_cast<std::uint32_t>(prog.size());
   const std::int64_t g = rank_;
   for (;;) {
+    if (tb.wait0) {
+      if (!mem_satisfied(tb, 0)) return wait_mem(tbi, 0);
+      tb.wait0 = false;
+    }
     if (tb.pc >= n) return finish_block(tbi);
     const isa::Instr& ins = prog.Get(static_cast<int>(tb.pc));
     switch (ins.op()) {
@@ -342,7 +393,7 @@ void HopperGpu::step(std::uint32_t tbi) {
         const TimePs start = std::max(sim_.now(), sm.tc_busy);
         sm.tc_busy = start + static_cast<TimePs>(flops / rate * tb.jitter + 0.5);
         ++tb.pc;
-        schedule(sm.tc_busy, kTbStep, tbi);
+        wake_at(tbi, sm.tc_busy);
         return;
       }
       case isa::ALU: {
@@ -352,7 +403,7 @@ void HopperGpu::step(std::uint32_t tbi) {
         const TimePs start = std::max(sim_.now(), sm.alu_busy);
         sm.alu_busy = start + static_cast<TimePs>(flops / (cfg_.alu_flops_per_cycle * cfg_.clock_ghz / 1000.0) * tb.jitter + 0.5);
         ++tb.pc;
-        schedule(sm.alu_busy, kTbStep, tbi);
+        wake_at(tbi, sm.alu_busy);
         return;
       }
       case isa::LD:
@@ -408,27 +459,17 @@ void HopperGpu::step(std::uint32_t tbi) {
             else ld_value_sum_ += sum_local(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride());
           }
           (write ? st_bytes_ : ld_bytes_) += bytes;
-          ++tb.outstanding;
-          schedule(t, kMemDone, tbi);
+          add_local(tbi, t);
         }
         ++tb.pc;
-        // (a posted remote op can complete synchronously, while being issued)
-        if (!ins.is_async() && tb.outstanding > 0) {
-          tb.state = TbState::kWaitMem;
-          tb.wait_limit = 0;
-          return;
-        }
+        if (!ins.is_async()) tb.wait0 = true;  // checked at the top of the loop
         break;
       }
       case isa::WAIT:
       case isa::BAR: {
         const std::uint32_t limit = ins.op() == isa::WAIT ? ins.count() : 0;
+        if (!mem_satisfied(tb, limit)) return wait_mem(tbi, limit);  // re-evaluated on wake-up
         ++tb.pc;
-        if (tb.outstanding > limit) {
-          tb.state = TbState::kWaitMem;
-          tb.wait_limit = limit;
-          return;
-        }
         break;
       }
       case isa::FLAG_WAIT: {
@@ -476,11 +517,7 @@ void HopperGpu::step(std::uint32_t tbi) {
 
 void HopperGpu::finish_block(std::uint32_t tbi) {
   Tb& tb = tbs_[tbi];
-  if (tb.outstanding > 0) {  // a block retires only when its memory operations are complete
-    tb.state = TbState::kWaitMem;
-    tb.wait_limit = 0;
-    return;
-  }
+  if (!mem_satisfied(tb, 0)) return wait_mem(tbi, 0);  // a block retires when its memory ops are done
   LaunchState& L = launches_[tb.launch];
   L.block_done[tb.block] = 1;
   ++L.done_blocks;

@@ -9,17 +9,7 @@ namespace cais::gpu {
 
 // ------------------------------------------------------------------ local memory
 bool HopperGpu::l2_lookup_insert(std::uint64_t key, std::uint64_t bytes) {
-  auto it = l2_tiles_.find(key);
-  if (it != l2_tiles_.end()) return true;
-  l2_tiles_.emplace(key, static_cast<std::uint32_t>(bytes));
-  l2_fifo_.emplace_back(key, static_cast<std::uint32_t>(bytes));
-  l2_resident_ += bytes;
-  while (l2_resident_ > cfg_.l2_bytes && !l2_fifo_.empty()) {
-    l2_resident_ -= l2_fifo_.front().second;
-    l2_tiles_.erase(l2_fifo_.front().first);
-    l2_fifo_.pop_front();
-  }
-  return false;
+  return l2_tiles_.lookup_insert(key, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
 }
 
 TimePs HopperGpu::local_access(std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write) {

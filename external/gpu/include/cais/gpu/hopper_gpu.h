@@ -30,6 +30,7 @@
 
 #include "cais/component.h"
 #include "cais/gpu/hopper_config.h"
+#include "cais/gpu/tile_cache.h"
 #include "cais/gpu/workload.h"
 #include "cais/link.h"
 #include "cais/routing.h"
@@ -61,7 +62,11 @@ struct Tb {
   std::uint32_t block = 0, bx = 0, by = 0;  // logical block
   std::uint32_t pc = 0, depth = 0;
   std::array<std::int64_t, 8> loops{};
-  std::uint32_t outstanding = 0, wait_limit = 0;
+  std::uint32_t outstanding = 0, wait_limit = 0;  // remote (and overflow) ops in flight
+  std::uint32_t seq = 0;                          // wake token: only the latest kTbStep counts
+  std::uint8_t nlocal = 0;                        // local ops in flight: completion times below
+  bool wait0 = false;                             // a blocking memory op waits for completion
+  std::array<TimePs, 16> local{};
   TbState state = TbState::kFree;
   double jitter = 1.0;
   TimePs wait_since = 0;
@@ -141,7 +146,12 @@ class HopperGpu : public NodeComponent {
   void block_retired(LaunchState& L, std::uint32_t block);
   void launch_done(LaunchState& L);
   void mem_op_done(std::uint32_t tbi);
-  void wake(std::uint32_t tbi) { schedule(sim_.now(), kTbStep, tbi); }
+  void wake_at(std::uint32_t tbi, TimePs t) { schedule(t, kTbStep, tbi, ++tbs_[tbi].seq); }
+  void wake(std::uint32_t tbi) { wake_at(tbi, sim_.now()); }
+  // Local ops complete at known times: kept in the block, no event each (waits compute them).
+  void add_local(std::uint32_t tbi, TimePs done);
+  bool mem_satisfied(Tb& tb, std::uint32_t limit);
+  void wait_mem(std::uint32_t tbi, std::uint32_t limit);
   std::uint32_t participants_excluding(const LaunchState& L, std::uint32_t owner) const;
 
   // ---- memory, NVLink hub (hopper_hub.cc)
@@ -178,9 +188,7 @@ class HopperGpu : public NodeComponent {
   std::vector<std::uint32_t> dispatch_order_;  // launch indices by (priority desc, index)
   std::uint32_t launches_left_ = 0;
   BandwidthServer l2_, hbm_;
-  std::unordered_map<std::uint64_t, std::uint32_t> l2_tiles_;
-  std::deque<std::pair<std::uint64_t, std::uint32_t>> l2_fifo_;
-  std::uint64_t l2_resident_ = 0;
+  TileCache l2_tiles_;
   // remote operations
   std::vector<RemoteOp> ops_;
   std::vector<std::uint32_t> free_ops_;
