@@ -136,7 +136,7 @@ class Coordinator:
         blocked = [""] * n
         t_end = 0
         last_event = 0  # the run's end: the last event anywhere (independent of the partition)
-        windows = skipped = 0
+        windows = 0
         advance = pb.Control()
         while True:
             t0 = min(min(next_event), min(pending_min))
@@ -145,7 +145,6 @@ class Coordinator:
             if t0 > max_time_ps:
                 raise SimulationError(f"simulated time passed cosim.max_sim_time_us ({max_time_ps / 1e6:.0f} us); "
                                       "raise it if the workload is meant to run that long")
-            skipped += (t0 - t_end) // window_ps
             until = t0 + window_ps
             active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
             for i in active:
@@ -193,6 +192,8 @@ class Coordinator:
         if stuck:
             raise SimulationError("deadlock: every engine is idle but the workload is not complete at "
                                   f"{t_end / 1e6:.3f} us; " + "; ".join(stuck))
+        # Windows a loop without idle skipping would have run from 0 to the last event.
+        skipped = max(0, -(-(last_event + 1) // window_ps) - windows)
         return last_event, windows, skipped, done
 
     def collect_stats(self, end_ps: int) -> pd.DataFrame:
