@@ -43,7 +43,7 @@ namespace cais::net {
 namespace {
 
 enum EventKind : std::uint32_t { kPortFree = 2, kStart = 3, kCtaStep = 4 };
-constexpr std::uint32_t kReqVc = 0, kRespVc = 1;
+constexpr std::uint32_t kReqVc = 0;
 constexpr std::uint64_t kElemBytes = 4;
 constexpr std::uint64_t kFlagBytes = 8;
 constexpr std::uint64_t kOffsetMask = (1ull << 39) - 1;
@@ -71,7 +71,9 @@ class CollectiveGpu : public NodeComponent {
     algo_ = parse_coll_algo(p.get_string("collective.algo"));
     nvls_one_shot_ = p.get_enum("collective.nvls_variant", {"two_shot", "one_shot"}) == "one_shot";
     bytes_ = p.get_uint("collective.bytes");
-    channels_ = static_cast<std::uint32_t>(p.get_uint("collective.channels"));
+    const auto ring_channels = p.get_uint("collective.channels");
+    const auto nvls_channels = p.get_uint("collective.nvls_channels");
+    channels_ = static_cast<std::uint32_t>(algo_ == CollAlgo::kNvls ? nvls_channels : ring_channels);
     const std::uint64_t chunk = p.get_uint("collective.chunk_bytes");
     const auto slices = static_cast<std::uint32_t>(p.get_uint("collective.slices_per_chunk"));
     slots_ = p.get_uint("collective.buffer_slices");
@@ -88,6 +90,8 @@ class CollectiveGpu : public NodeComponent {
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the collective GPU model needs >= 2 (requests, responses)");
+    resp_vc_ = vcs / 2;  // requests in the lower half, responses in the upper (router VC classes)
+    member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
     if (packet_bytes_ == 0 || packet_bytes_ % kElemBytes) throw ConfigError("collective.packet_bytes", "must be a positive multiple of 4");
     if (multiple == 0) throw ConfigError("collective.packet_multiple", "must be >= 1");
     if (slots_ == 0) throw ConfigError("collective.buffer_slices", "must be >= 1");
@@ -261,15 +265,15 @@ class CollectiveGpu : public NodeComponent {
 
   void enqueue(PacketHandle h, std::uint32_t vc) {
     const std::uint32_t port = planes_.plane(sim_.packets()[h].addr);
-    queues_[port][vc].push_back(h);
+    queues_[port][vc == kReqVc ? 0 : 1].push_back(h);
     pump(port);
   }
 
   void pump(std::uint32_t port) {
     OutputChannel& ch = out_[port];
     if (!ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
-    for (std::uint32_t vc : {kRespVc, kReqVc}) {
-      auto& q = queues_[port][vc];
+    for (std::uint32_t vc : {resp_vc_, kReqVc}) {
+      auto& q = queues_[port][vc == kReqVc ? 0 : 1];
       if (q.empty() || !ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
       const PacketHandle h = q.front();
       q.pop_front();
@@ -494,7 +498,7 @@ class CollectiveGpu : public NodeComponent {
       for (std::uint64_t i = first; i < first + b / kElemBytes; ++i) q.values.push_back(input_value(node_, i));
     }
     reads_served_bytes_ += b;
-    enqueue(r, kRespVc);
+    enqueue(r, resp_vc_);
   }
 
   // ------------------------------------------------------------------ arrivals
@@ -518,7 +522,7 @@ class CollectiveGpu : public NodeComponent {
         const std::uint64_t addr = p.addr, tag = p.tag;
         const std::uint32_t flits = subpackets(p.payload_bytes) * header_flits_;
         on_write(h);
-        enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), kRespVc);
+        enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), resp_vc_);
         break;
       }
       case proto::PKT_WRITE_ACK: on_write_ack(sim_.packets()[h].tag); break;
@@ -528,6 +532,12 @@ class CollectiveGpu : public NodeComponent {
         const Packet& p = sim_.packets()[h];
         mc_rx_bytes_ += p.payload_bytes;
         if (functional_) store_values(p.addr & kOffsetMask, p);
+        if (member_acks_) {  // NVLS completion at memory: the member acks its copy
+          const std::uint32_t src = p.src;
+          const std::uint64_t addr = p.addr, tag = p.tag;
+          const PacketHandle a = make(proto::PKT_MM_ACK, src, addr, 0, header_flits_, tag);
+          enqueue(a, resp_vc_);
+        }
         update_finish();
         break;
       }
@@ -573,6 +583,8 @@ class CollectiveGpu : public NodeComponent {
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
   TimePs start_ps_ = 0, finish_ps_ = 0;
   double cta_bw_gbps_ = 0;
+  std::uint32_t resp_vc_ = 1;
+  bool member_acks_ = false;
   RingSchedule ring_;
   std::vector<RingChan> chans_;
   std::vector<std::vector<NvlsRange>> nvls_;

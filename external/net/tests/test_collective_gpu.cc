@@ -308,6 +308,7 @@ proto::Configure make_config(const Case& k) {
   m["collective.nvls_variant"] = pv_str(k.variant);
   m["collective.bytes"] = pv_int(static_cast<std::int64_t>(k.bytes));
   m["collective.channels"] = pv_int(k.channels);
+  m["collective.nvls_channels"] = pv_int(k.channels);
   m["collective.chunk_bytes"] = pv_int(static_cast<std::int64_t>(k.chunk));
   m["collective.slices_per_chunk"] = pv_int(2);
   m["collective.buffer_slices"] = pv_int(4);

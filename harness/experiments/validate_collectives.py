@@ -1,0 +1,134 @@
+"""validate_collectives: simulate NCCL-like collectives and put them beside measured ones.
+
+Reads ``validate.input`` (CSV: name,op,bytes,gpus,algo[,system,measured_us,busbw_GBps,...];
+default: harness/data/validation/collectives.csv), simulates every row with the GPU model
+``collective`` on the system named by the row (column ``system``, else 2 -> hgx_h200_2gpu,
+4 -> hgx_h200_4gpu, 8 -> dgx_h100) through the NVSwitch router (NVLS rows with the ``nvls``
+switch feature), and returns the rows with ``sim_us`` and ``busbw_GBps`` (nccl-tests formulas:
+algbw = bytes / time; busbw = algbw x 2(n-1)/n for all_reduce, x (n-1)/n otherwise). Measured
+columns of the input are kept with a ``measured_`` prefix (``measured_busbw_GBps``) and the
+error ``busbw_err_pct`` = 100 (sim - measured) / measured is added where they exist.
+
+bytes follow nccl-tests: per rank for all_reduce, the total over ranks for all_gather and
+reduce_scatter.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from harness import REPO_ROOT
+from harness import topology as topo_mod
+from harness.cosim import simulate
+from harness.errors import ConfigError
+from harness.system import cosim_options, engine_params
+
+DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "collectives.csv"
+SYSTEM_BY_GPUS = {2: "hgx_h200_2gpu", 4: "hgx_h200_4gpu", 8: "dgx_h100"}
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+ALGOS = ("ring", "nvls")
+
+
+def bus_factor(op: str, n: int) -> float:
+    return 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+
+
+def load_system(name: str) -> DictConfig:
+    """conf/system/<name>.yaml with its defaults chain (system.* keys only)."""
+    path = REPO_ROOT / "conf" / "system" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError("validate.input", f"system '{name}' has no conf/system/{name}.yaml")
+    raw = OmegaConf.load(path)
+    merged = OmegaConf.create({})
+    for parent in raw.get("defaults", []) or []:
+        if isinstance(parent, str) and parent != "_self_":
+            merged = OmegaConf.merge(merged, load_system(parent))
+    return OmegaConf.merge(merged, OmegaConf.create({"system": raw.get("system", {})}))
+
+
+def row_system(cfg: DictConfig, row: pd.Series) -> DictConfig:
+    gpus = int(row["gpus"])
+    name = row.get("system") if "system" in row and isinstance(row.get("system"), str) else SYSTEM_BY_GPUS.get(gpus)
+    if name is None:
+        raise ConfigError("validate.input", f"no system for {gpus} GPUs (add a 'system' column)")
+    sys_cfg = OmegaConf.merge(OmegaConf.structured(OmegaConf.to_container(cfg.system)), load_system(name).system)
+    sys_cfg.gpus = gpus
+    return sys_cfg
+
+
+def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
+    op, algo = str(row["op"]), str(row["algo"])
+    if op not in OPS:
+        raise ConfigError("validate.input", f"op '{op}' is not one of: {', '.join(OPS)}")
+    if algo not in ALGOS:
+        raise ConfigError("validate.input", f"algo '{algo}' is not one of: {', '.join(ALGOS)}")
+    params = engine_params(cfg)
+    params["host.gpu_model"] = "collective"
+    params["host.switch_model"] = cfg.system.switch_model
+    params["collective.op"] = op
+    params["collective.algo"] = algo
+    params["collective.bytes"] = int(row["bytes"])
+    if algo == "nvls":
+        feats = [f for f in str(params.get("net.features", "")).split(",") if f]
+        if "nvls" not in feats:
+            feats.insert(0, "nvls")
+        params["net.features"] = ",".join(feats)
+    return params
+
+
+def simulate_row(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
+    system = row_system(cfg, row)
+    topo = topo_mod.build(system)
+    params = row_params(cfg, row)
+    opts = cosim_options(cfg)
+    opts["gpus_per_process"] = int(row["gpus"])
+    res = simulate(topo, params, seed=int(cfg.seed), **opts)
+    st = res.stats
+    fin = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.finish_time")]["value"]
+    if len(fin) != int(row["gpus"]):
+        raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} finish times, got {len(fin)}")
+    sim_us = float(fin.max()) / 1e6
+    n = int(row["gpus"])
+    algbw = float(row["bytes"]) / (sim_us * 1e3)
+    errs = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.functional_errors")]["value"].sum()
+    return {"sim_us": sim_us, "algbw_GBps": algbw, "busbw_GBps": algbw * bus_factor(str(row["op"]), n),
+            "system": system.name, "sim_wall_s": res.wall_s, "functional_errors": int(errs)}
+
+
+def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    path = cfg.validate.input or DEFAULT_INPUT
+    path = Path(path)
+    if not path.is_absolute() and not path.is_file():
+        path = REPO_ROOT / path
+    if not path.is_file():
+        raise ConfigError("validate.input", f"{path} not found")
+    df = pd.read_csv(path)
+    missing = {"name", "op", "bytes", "gpus", "algo"} - set(df.columns)
+    if missing:
+        raise ConfigError("validate.input", f"{path} lacks columns {sorted(missing)}")
+    measured = [c for c in ("measured_us", "algbw_GBps", "busbw_GBps") if c in df.columns]
+    df = df.rename(columns={c: (c if c.startswith("measured_") else f"measured_{c}") for c in measured})
+    if "system" in df.columns:
+        df = df.rename(columns={"system": "system_in"})
+    jobs = int(os.environ.get("CAIS_VALIDATE_JOBS", "1"))
+
+    def one(item):
+        _, row = item
+        if "system_in" in row and isinstance(row["system_in"], str):
+            row = row.copy()
+            row["system"] = row["system_in"]
+        return simulate_row(cfg, row)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        results = list(ex.map(one, df.iterrows()))
+    out = pd.concat([df.reset_index(drop=True), pd.DataFrame(results)], axis=1)
+    if "system_in" in out.columns:
+        out = out.drop(columns=["system_in"])
+    if "measured_busbw_GBps" in out.columns:
+        out["busbw_err_pct"] = 100.0 * (out["busbw_GBps"] - out["measured_busbw_GBps"]) / out["measured_busbw_GBps"]
+    return out

@@ -1,0 +1,61 @@
+"""Parameters of the GPU model ``collective`` (external/net/src/collective_gpu.cc): one NCCL-like
+collective executed as packet traffic through the switches.
+
+Structural values follow NCCL 2.18-2.28 (src/include/collectives.h, src/device/*.h); the one
+fitted constant, ``cta_bw_gbps``, is fitted once on a subset of the H200 measurements and
+validated on the rest (docs/VALIDATION.md, "Collectives vs NCCL").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CollectiveParams:
+    """GPU model ``collective``: ring all_reduce / all_gather / reduce_scatter (Simple protocol)
+    and NVLS all_reduce (one- and two-shot)."""
+
+    op: str = "all_reduce"
+    """all_reduce | all_gather | reduce_scatter."""
+    algo: str = "ring"
+    """ring | nvls (nvls: all_reduce only)."""
+    nvls_variant: str = "two_shot"
+    """two_shot: reduce-scatter by multimem.ld_reduce of 1/n, then multimem.st of the reduced
+    shard (NCCL's NVLS algorithm); one_shot: every GPU ld_reduce's the whole buffer."""
+    bytes: int = 64 * 2**20
+    """Message size as nccl-tests counts it: per-rank buffer (all_reduce), total output
+    (all_gather), total input (reduce_scatter)."""
+    channels: int = 24
+    """Ring channels (one CTA each). 24: what NCCL 2.28.9 chose on the H200 x2/x4 machines
+    (NCCL INIT log, docs/MEASUREMENTS.md)."""
+    nvls_channels: int = 16
+    """NVLS channels (NCCL_NVLS_NCHANNELS default 16 on Hopper)."""
+    chunk_bytes: int = 2 * 2**20
+    """Ring chunk per rank-block per channel and loop: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 x
+    ALLREDUCE_CHUNKSTEPS 4 = 2 MiB (NCCL defaults; the last loop uses smaller blocks)."""
+    slices_per_chunk: int = 2
+    """Slices per primitive: CHUNKSTEPS / SLICESTEPS = 4 / 2 (NCCL)."""
+    buffer_slices: int = 4
+    """Slices a sender may have in the receiver's buffer: NCCL_STEPS / SLICESTEPS = 8 / 2."""
+    nvls_chunk_bytes: int = 128 * 2**10
+    """NVLS chunk per head rank and loop (NCCL's NVLS chunk size, 128 KiB)."""
+    nvls_outstanding_bytes: int = 10240
+    """multimem.ld_reduce bytes in flight per NVLS channel: the reduce warps' memory-level
+    parallelism, 5 warps x 32 threads x 16 B x unroll 4 (NCCL all_reduce.h, NVLS, nranks > 6)."""
+    packet_bytes: int = 128
+    """Payload of one NVLink packet (bytes)."""
+    packet_multiple: int = 1
+    """Bulk packets: N consecutive packets simulated as one (same wire bytes, N headers);
+    1 = every 128 B packet simulated. Results converge as N -> 1 (test_collective_gpu.cc)."""
+    functional: bool = False
+    """Packets carry values; every rank checks its output (small sizes only)."""
+    start_ns: float = 0.0
+    """When the collective starts (all ranks together), ns."""
+    cta_bw_gbps: float = 26.0
+    """Calibration parameter: bytes per second one NCCL channel (one CTA) moves through a
+    primitive (load + remote store, or copy-out), GB/s; 0 = unlimited. Fitted once on the
+    H200 x2 all_gather rows >= 1 GiB (harness/experiments/validate_collectives.py, fit_cta_bw)
+    and validated on every other row."""
+
+
+GROUPS = {"collective": CollectiveParams}
