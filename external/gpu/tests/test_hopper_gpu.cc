@@ -25,6 +25,10 @@ std::vector<Seen>& seen() {
   static std::vector<Seen> s;
   return s;
 }
+bool& probe_throttles() {  // the probe throttles a GPU's first .cais group for 5 us
+  static bool on = false;
+  return on;
+}
 
 class ProbeSwitch : public NodeComponent {
  public:
@@ -45,6 +49,7 @@ class ProbeSwitch : public NodeComponent {
   }
   void handle(const Event& e) override {
     if (e.kind == 2) return pump(e.arg32);
+    if (e.kind == 3) return throttle(e.arg32, static_cast<std::uint32_t>(e.arg), false);
     const PacketHandle h = static_cast<PacketHandle>(e.arg);
     Packet& p = sim_.packets()[h];
     const std::uint32_t port = p.hop_port;
@@ -56,6 +61,11 @@ class ProbeSwitch : public NodeComponent {
     in_[port].accept(sim_, h);
     in_[port].pop(sim_, *this, p.vc);
     seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values});
+    if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ && !throttled_) {
+      throttled_ = true;
+      throttle(port, p.group, true);
+      schedule(sim_.now() + 5000000, 3, p.group, port);
+    }
     proto::PacketType reply = proto::PKT_UNSPECIFIED;
     std::uint32_t bytes = 0;
     switch (p.type) {
@@ -94,6 +104,19 @@ class ProbeSwitch : public NodeComponent {
     q_[port].pop_front();
     schedule(out_[port].transmit(sim_, *this, r, 1), 2, 0, port);
   }
+  void throttle(std::uint32_t port, std::uint32_t group, bool on) {
+    const PacketHandle r = sim_.new_packet(*this);
+    Packet& q = sim_.packets()[r];
+    q.type = proto::PKT_THROTTLE;
+    q.src = q.origin = node_;
+    q.dst = port;
+    q.group = group;
+    q.aux = on ? 1 : 0;
+    q.flits = flits_for(0, flit_, hdr_);
+    q_[port].push_back(r);
+    pump(port);
+  }
+  bool throttled_ = false;
   std::uint32_t node_, flit_ = 16, hdr_ = 1;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
@@ -403,6 +426,19 @@ TEST(Hopper, CaisLoadCarriesGroupParticipantsAndOwner) {
   EXPECT_EQ(r.stats["gpu0.sync_requests"], 6);
 }
 
+TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
+  auto wl = one_kernel(2, 1);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::LD_CAIS, 512, 128, 1024, 0, 1);  // 512 requests of group 0, 64 in flight at most
+  probe_throttles() = true;
+  auto r = run(wl, 2, true);
+  probe_throttles() = false;
+  EXPECT_EQ(r.stats["gpu0.throttle_packets"], 2);  // on, then off
+  EXPECT_GT(r.stats["gpu0.stall.throttled"], 0);
+  EXPECT_EQ(r.stats["gpu0.rx.CAIS_LD_RESP.packets"], 512);
+  EXPECT_GT(r.stats["gpu0.finish_time"], 5e6);  // held until the throttle was lifted after 5 us
+}
+
 TEST(Hopper, RedCaisAndMultimemArePostedWithTheRightTypeAndAddress) {
   auto wl = one_kernel(2, 1, true);
   wl.mutable_launches(0)->add_gpus(0);
@@ -465,6 +501,80 @@ TEST(Hopper, ArrivingReductionsAndMulticastStoresUpdateMemory) {
   const auto& g0 = *dynamic_cast<const HopperGpu*>(m.nodes()[0].get());
   for (int e = 0; e < 32; ++e) EXPECT_DOUBLE_EQ(g0.mem_value(0, e), 8.0);
   EXPECT_DOUBLE_EQ(g0.mem_value(0, 32), 0.0);
+}
+
+// Two GPUs joined by a direct link (no switch): packets to the peer go straight to it.
+proto::Configure direct_pair(const isa::Workload& wl) {
+  proto::Configure c = make_config(wl, 2, false);
+  for (auto* n : {c.mutable_topology()->mutable_nodes(0), c.mutable_topology()->mutable_nodes(1)}) n->set_num_ports(1);
+  for (int dir = 0; dir < 2; ++dir) {
+    auto* l = c.mutable_topology()->add_links();
+    l->set_src_node(dir);
+    l->set_dst_node(1 - dir);
+    l->set_bw_gbps(100);
+    l->set_latency_ps(100000);
+    l->set_lanes(1);
+  }
+  return c;
+}
+
+TEST(Hopper, RemoteFlagThenDmaPullCopiesThePeersData) {
+  // GPU 1: store 4.0 into X[0..1024) then signal GPU 0's flag (MC buffer offset 0... use X at
+  // 64 KB as the flag word). GPU 0: wait for the flag, DMA-copy X[0..1024) of GPU 1 into its
+  // own X[4096..5120), then load it.
+  auto wl = one_kernel(2, 1, true);
+  wl.mutable_launches(0)->add_gpus(1);
+  auto* st = mem(wl, isa::ST, 1, 1024, 0, 0);
+  st->set_value(4);
+  add(wl, isa::BAR);
+  auto* sig = add(wl, isa::FLAG_SIGNAL);
+  sig->set_scope(isa::REMOTE);
+  sig->mutable_peer()->set_base(0);
+  sig->mutable_addr()->set_base(65536);
+  sig->set_value(1);
+  auto* k2 = wl.add_kernels();
+  k2->set_name("puller");
+  k2->set_grid_x(1);
+  k2->set_grid_y(1);
+  k2->set_threads_per_block(128);
+  auto* w = k2->add_program();
+  w->set_op(isa::FLAG_WAIT);
+  w->mutable_addr()->set_base(65536);
+  w->set_value(1);
+  auto* d = k2->add_program();
+  d->set_op(isa::DMA_COPY);
+  d->set_rows(1);
+  d->set_row_bytes(1024);
+  d->mutable_addr()->set_base(4096);
+  d->mutable_src_addr()->set_base(0);
+  d->mutable_peer()->set_base(1);
+  auto* ld = k2->add_program();
+  ld->set_op(isa::LD);
+  ld->set_rows(1);
+  ld->set_row_bytes(1024);
+  ld->mutable_addr()->set_base(4096);
+  auto* la = wl.add_launches();
+  la->set_kernel(1);
+  la->set_stream(1);
+  la->add_gpus(0);
+  HostedModel m;
+  m.configure(direct_pair(wl));
+  m.sim().run_until(kNever);
+  ASSERT_TRUE(m.done()) << m.blocked_reason();
+  m.check_drained();
+  const auto& g0 = *dynamic_cast<const HopperGpu*>(m.nodes()[0].get());
+  EXPECT_EQ(g0.flag_value(0, 65536), 1u);
+  for (int e = 1024; e < 1280; ++e) EXPECT_DOUBLE_EQ(g0.mem_value(0, e), 4.0) << e;
+  EXPECT_DOUBLE_EQ(g0.mem_value(0, 1280), 0.0);
+  proto::Stats stats;
+  m.export_stats(&stats);
+  std::map<std::string, double> s;
+  for (const auto& x : stats.stats()) s[x.name()] = x.value();
+  EXPECT_EQ(s["gpu0.tx.READ_REQ.packets"], 8);     // 1024 B = 8 lines
+  EXPECT_EQ(s["gpu1.tx.READ_RESP.bytes"], 1024);
+  EXPECT_EQ(s["gpu1.tx.WRITE.packets"], 1);        // the flag
+  EXPECT_EQ(s["gpu0.ld_value_sum"], 4.0 * 256);    // the load after the copy sees the data
+  EXPECT_GT(s["gpu0.flag_wait.count"], 0);
 }
 
 TEST(Hopper, FlagsOrderBlocksAcrossKernelsAndTbDependenciesGateConsumers) {
