@@ -132,3 +132,44 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     if "measured_busbw_GBps" in out.columns:
         out["busbw_err_pct"] = 100.0 * (out["busbw_GBps"] - out["measured_busbw_GBps"]) / out["measured_busbw_GBps"]
     return out
+
+
+# ---------------------------------------------------------------- the default validation set
+PUBLIC_NVLS = [  # 8 x H100 NVLS all_reduce, large messages (busbw, GB/s) and where it is stated
+    (480.0, "nccl-tests issue #212 (NCCL maintainer): 8xH100 NVLS all_reduce peak busbw ~480 GB/s, NCCL >= 2.17"),
+]
+PUBLIC_RING_H100 = (368.76, "nccl-tests issue #309: 8xH100 HGX ring all_reduce, large messages, measured by a user")
+
+
+def build_default_input(min_bytes: int = 64 * 2**20) -> pd.DataFrame:
+    """The validation set: measured H200 ring rows >= min_bytes, NVLS 1-16 GiB on 8 x H100
+    (public figure), one 8 x H100 ring row (public figure). Written to DEFAULT_INPUT by
+    ``python -m harness.experiments.validate_collectives --write-input``."""
+    rows = []
+    for n in (2, 4):
+        m = pd.read_csv(REPO_ROOT / "harness" / "data" / "measured" / f"h200x{n}_nccl.csv")
+        m = m[m["bytes"] >= min_bytes]
+        for _, r in m.iterrows():
+            rows.append({"name": f"h200x{n}.{r['name']}", "op": r["op"], "bytes": int(r["bytes"]), "gpus": n,
+                         "algo": r["algo"], "system": f"hgx_h200_{n}gpu", "measured_us": r["measured_us"],
+                         "busbw_GBps": r["busbw_GBps"],
+                         "source": f"harness/data/measured/h200x{n}_nccl.csv (NCCL {r['nccl_version']})"})
+    busbw, src = PUBLIC_NVLS[0]
+    for gib in (1, 2, 4, 8, 16):
+        b = gib * 2**30
+        rows.append({"name": f"h100x8.all_reduce_nvls.{gib}GiB", "op": "all_reduce", "bytes": b, "gpus": 8, "algo": "nvls",
+                     "system": "dgx_h100", "measured_us": b / (busbw / 1.75) / 1e3, "busbw_GBps": busbw, "source": src})
+    busbw, src = PUBLIC_RING_H100
+    b = 4 * 2**30
+    rows.append({"name": "h100x8.all_reduce_ring.4GiB", "op": "all_reduce", "bytes": b, "gpus": 8, "algo": "ring",
+                 "system": "dgx_h100", "measured_us": b / (busbw / 1.75) / 1e3, "busbw_GBps": busbw, "source": src})
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--write-input" in sys.argv:
+        DEFAULT_INPUT.parent.mkdir(parents=True, exist_ok=True)
+        build_default_input().to_csv(DEFAULT_INPUT, index=False)
+        print(DEFAULT_INPUT)

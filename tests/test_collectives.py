@@ -1,0 +1,57 @@
+"""validate_collectives: NCCL-like collectives on the network engine (GPU model "collective")."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness import REPO_ROOT
+from harness.experiments import validate_collectives as vc
+from tests.conftest import compose, read_results
+
+TINY = REPO_ROOT / "tests" / "data" / "collectives_tiny.csv"
+
+
+def test_bus_factors_follow_nccl_tests():
+    assert vc.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert vc.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert vc.bus_factor("reduce_scatter", 2) == pytest.approx(0.5)
+
+
+def test_default_input_covers_measured_rows_and_nvls_sizes():
+    df = vc.build_default_input()
+    assert set(df["op"]) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert (df[df["algo"] == "ring"]["bytes"] >= 64 * 2**20).all()
+    nvls = df[df["algo"] == "nvls"]
+    assert sorted(nvls["bytes"] // 2**30) == [1, 2, 4, 8, 16]
+    assert (nvls["gpus"] == 8).all()
+
+
+def test_experiment_on_tiny_input_is_functionally_correct(engines, tmp_path):
+    cfg = compose("experiment=validate_collectives", f"validate.input={TINY}", "collective.functional=true",
+                  "net.functional=true", "collective.packet_multiple=2")
+    df = vc.run(cfg, tmp_path)
+    tiny = pd.read_csv(TINY)
+    assert list(df["name"]) == list(tiny["name"])
+    assert (df["functional_errors"] == 0).all()
+    assert (df["sim_us"] > 0).all()
+    n = df["gpus"]
+    factor = [vc.bus_factor(o, g) for o, g in zip(df["op"], n)]
+    assert df["busbw_GBps"].tolist() == pytest.approx((df["bytes"] / (df["sim_us"] * 1e3) * factor).tolist())
+    # nothing is faster than the links allow: 450 GB/s per GPU and direction
+    assert (df[df["algo"] == "ring"]["busbw_GBps"] < 450).all()
+    assert "busbw_err_pct" in df.columns and df["busbw_err_pct"].notna().sum() == 1
+
+
+def test_cli_writes_results(engines, cli, tmp_path):
+    cli("experiment=validate_collectives", f"validate.input={TINY}", f"out_dir={tmp_path}")
+    df = read_results(tmp_path)
+    assert {"name", "op", "bytes", "gpus", "algo", "sim_us", "busbw_GBps"} <= set(df.columns)
+    assert len(df) == 4
+
+
+def test_unknown_op_is_refused(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,op,bytes,gpus,algo\nx,all_to_all,1024,2,ring\n")
+    cfg = compose("experiment=validate_collectives", f"validate.input={bad}")
+    with pytest.raises(Exception, match="all_to_all"):
+        vc.run(cfg, tmp_path)
