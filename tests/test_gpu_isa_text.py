@@ -59,3 +59,15 @@ def test_affine_eval_and_invariance():
 def test_errors_name_the_line(bad):
     with pytest.raises(t.IsaSyntaxError, match="line"):
         t.parse(bad)
+
+
+def test_gpu_invariance_is_visible_to_a_compiler_pass():
+    w = t.parse(SRC)
+    prog = w.kernels[0].program
+    assert t.gpu_invariant(prog[1])        # ld A[16384*bx - 128*L0 + 5]: same on every GPU
+    assert not t.gpu_invariant(prog[2])    # ld.cais from peer (g + 1) % 8: depends on the GPU
+    assert not t.gpu_invariant(prog[4])    # mma: not a memory access
+    w2 = t.parse(".workload x gpus=8\n.buffer A bytes=4096\n.kernel k grid=1x1\n"
+                 "  ld.remote buf=A addr=[64*bx] peer=[3]\n  st buf=A addr=[64*g]\n.end\n")
+    assert t.gpu_invariant(w2.kernels[0].program[0])
+    assert not t.gpu_invariant(w2.kernels[0].program[1])

@@ -141,6 +141,23 @@ def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] 
     return v % a.modulo if a.modulo else v
 
 
+REMOTE_OPS = None  # filled below (needs isa)
+
+
+def gpu_invariant(ins) -> bool:
+    """True when the memory location an instruction touches does not depend on the GPU id:
+    neither its address nor (for remote ops) its target GPU has a gpu coefficient. Blocks with
+    the same blockIdx on different GPUs then access the same data: the CAIS compiler pass turns
+    such loads/reductions into ld.cais / red.cais and groups the blocks (paper III-B1)."""
+    if ins.op not in _BUFFER_OPS:
+        return False
+    if ins.HasField("addr") and ins.addr.gpu != 0:
+        return False
+    if ins.op in REMOTE_OPS and ins.HasField("peer") and ins.peer.gpu != 0:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- instructions
 def format_instr(ins, buffers: list[str]) -> str:
     name = MNEMONIC[ins.op] + (".async" if ins.is_async else "")
@@ -171,6 +188,7 @@ def format_instr(ins, buffers: list[str]) -> str:
 _BUFFER_OPS = {isa.LD, isa.ST, isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS,
                isa.MM_LD_REDUCE, isa.MM_ST, isa.MM_RED, isa.DMA_COPY, isa.DMA_REDUCE,
                isa.FLAG_WAIT, isa.FLAG_SIGNAL}
+REMOTE_OPS = {isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, isa.DMA_COPY, isa.DMA_REDUCE}
 _KV = re.compile(r"(\w+)=(\[[^\]]*\]|\S+)")
 
 
