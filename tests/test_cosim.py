@@ -86,45 +86,58 @@ def test_conservation_of_bytes(engines, tmp_path):
 FAULT_BASE = ["traffic.requests_per_gpu=3000", "traffic.issue_gap_ns=20", "cosim.gpus_per_process=4"]
 
 
-def engine_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "cais-engine --connect"], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
+def engine_pids(tag: str) -> set[int]:
+    """Live engine processes started by the run carrying `tag` in its environment."""
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if b"cais-engine" not in (d / "cmdline").read_bytes():
+                continue
+            if f"CAIS_TEST_TAG={tag}".encode() in (d / "environ").read_bytes().split(b"\0"):
+                if (d / "stat").read_text().split()[2] != "Z":
+                    pids.add(int(d.name))
+        except OSError:
+            continue
+    return pids
 
 
-def check_failure(proc, out: Path, engine: str, started: float, before: set[int]):
+def check_failure(proc, out: Path, engine: str, started: float, tag: str):
     assert proc.returncode != 0
     assert time.monotonic() - started < 10 + 5, "the run did not end within 10 s of the fault"
     assert engine in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (out / "results.csv").exists()
     time.sleep(0.5)
-    assert engine_pids() - before == set(), "engine processes left running"
+    assert engine_pids(tag) == set(), "engine processes left running"
 
 
 @pytest.mark.parametrize("kind,expect", [("crash", "SIGABRT"), ("hang", "no answer"), ("garbage", "undecodable")])
 def test_engine_faults_end_the_run(engines, tmp_path, kind, expect):
-    before = engine_pids()
+    tag = f"{kind}-{os.getpid()}-{time.time_ns()}"
     out = tmp_path / kind
     t0 = time.monotonic()
-    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0:{kind}:40", f"out_dir={out}", check=False, timeout=60)
-    check_failure(proc, out, "net_engine0", t0, before)
+    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0:{kind}:40", f"out_dir={out}", check=False, timeout=60,
+                   env={"CAIS_TEST_TAG": tag})
+    check_failure(proc, out, "net_engine0", t0, tag)
     assert expect in proc.stderr, proc.stderr
     assert "stderr of net_engine0" in proc.stderr or kind == "garbage"
 
 
 def test_kill_9_of_an_engine(engines, tmp_path):
-    before = engine_pids()
+    tag = f"kill-{os.getpid()}-{time.time_ns()}"
     out = tmp_path / "kill"
     cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
            "cosim.gpus_per_process=4", f"out_dir={out}"]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CAIS_TEST_TAG": tag})
     victim = None
     deadline = time.monotonic() + 30
     while victim is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        found = subprocess.run(["pgrep", "-f", "cais-engine .*--name gpu_engine1"], capture_output=True, text=True)
-        pids = [int(p) for p in found.stdout.split()]
+        pids = [p for p in engine_pids(tag) if b"gpu_engine1" in Path(f"/proc/{p}/cmdline").read_bytes()]
         victim = pids[0] if pids else None
     assert victim, "engine never started"
     time.sleep(0.5)
@@ -137,7 +150,7 @@ def test_kill_9_of_an_engine(engines, tmp_path):
     class P:  # adapt to check_failure
         returncode = proc.returncode
     P.stderr = stderr
-    check_failure(P, out, "gpu_engine1", killed_at, before)
+    check_failure(P, out, "gpu_engine1", killed_at, tag)
     assert "SIGKILL" in stderr
 
 
