@@ -166,9 +166,41 @@ def build_default_input(min_bytes: int = 64 * 2**20) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+FIT_BYTES = 256 * 2**20  # the calibration subset: every measured ring row of this size
+
+
+def fit_cta_bw(candidates: list[float], overrides: list[str] | None = None, jobs: int = 2) -> pd.DataFrame:
+    """Fit collective.cta_bw_gbps once: simulate the measured ring rows of FIT_BYTES (both GPU
+    counts, all three ops) for each candidate and return mean |busbw error| per candidate. The
+    other rows of the validation set are never used for the fit."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from harness import CONF_DIR
+    from harness.config.schema import register
+
+    df = build_default_input()
+    df = df[(df["algo"] == "ring") & (df["bytes"] == FIT_BYTES) & df["name"].str.startswith("h200")]
+    out = []
+    register()
+    for c in candidates:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=["experiment=validate_collectives",
+                                                                 f"collective.cta_bw_gbps={c}", *(overrides or [])])
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            res = list(ex.map(lambda item: simulate_row(cfg, item[1]), df.iterrows()))
+        err = [100 * (r["busbw_GBps"] - m) / m for r, m in zip(res, df["busbw_GBps"])]
+        out.append({"cta_bw_gbps": c, "mean_abs_err_pct": sum(map(abs, err)) / len(err),
+                    "max_abs_err_pct": max(map(abs, err)), "errors_pct": [round(e, 2) for e in err]})
+    return pd.DataFrame(out)
+
+
 if __name__ == "__main__":
     import sys
 
+    if "--fit" in sys.argv:
+        i = sys.argv.index("--fit")
+        cands = [float(x) for x in sys.argv[i + 1].split(",")]
+        print(fit_cta_bw(cands, sys.argv[i + 2:]).to_string(index=False))
     if "--write-input" in sys.argv:
         DEFAULT_INPUT.parent.mkdir(parents=True, exist_ok=True)
         build_default_input().to_csv(DEFAULT_INPUT, index=False)
