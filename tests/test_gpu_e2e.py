@@ -57,3 +57,35 @@ def test_ag_gemm_cais_merges_to_the_analytical_byte_count(engines):
     assert tc(r"gpu\d+\.tbs_completed") == tr(r"gpu\d+\.tbs_completed") == G * G * (M // G // 128)
     # less owner egress, so the CAIS run is not slower than the remote-load run
     assert res_c.end_ps <= res_r.end_ps
+
+
+@pytest.mark.parametrize("member_acks", [False, True])
+def test_multimem_red_through_nvls_sums_every_gpu(engines, member_acks):
+    """8 GPUs multimem.red 1 KB (values = rank + 1) into one multicast buffer through the NVLS
+    feature, then meet at a flag barrier (remote flag writes) and read their local copy: every
+    element is 1 + 2 + ... + 8 = 36 on every GPU; multimem.ld_reduce returns 8 x 36."""
+    _check_models(engines)
+    from harness.gpu.isa_text import parse
+    others = "\n".join(f"  flag.signal buf=F addr=[0] peer=[g + {i} % 8] value=1 scope=remote" for i in range(1, 8))
+    wl = parse(f"""
+.workload mm gpus=8 functional
+.buffer MC bytes=1024 dtype=fp32 multicast
+.buffer F bytes=64 dtype=fp32
+.buffer X bytes=1024 dtype=fp32
+.kernel k grid=1x1 threads=128 regs=32 smem=0
+  multimem.red buf=MC addr=[0] rows=1 row_bytes=1024
+{others}
+  flag.wait buf=F addr=[0] value=7
+  ld buf=MC addr=[0] rows=1 row_bytes=1024
+  multimem.ld_reduce buf=MC addr=[0] rows=1 row_bytes=1024
+.end
+.launch k stream=0 priority=0
+""")
+    cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.features='nvls'", "net.functional=true",
+                  f"net.nvls.member_acks={str(member_acks).lower()}")
+    res = run_system(cfg, workload=wl.SerializeToString(), overrides={"gpu.launch_skew_ns": 0.0})
+    st = res.stats.set_index("name")["value"]
+    for g in range(8):
+        # local load: 256 elements x 36; ld_reduce: 256 x (8 x 36)
+        assert st[f"gpu{g}.ld_value_sum"] == 256 * 36 + 256 * 8 * 36
+        assert st[f"gpu{g}.rx.MM_ACK.packets"] == 8  # one per multimem.red packet (1 KB = 8 lines)

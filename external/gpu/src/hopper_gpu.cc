@@ -29,6 +29,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
     // Same VC classes as the switch (external/net vc_allocator): requests and responses apart;
     // with traffic control, loads, reductions/stores and responses apart.
+    member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
     const bool tc = p.get_bool("net.traffic_control");
     if (num_vcs_ < (tc ? 3u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 3 with traffic control" : "needs >= 2");
     if (tc) {

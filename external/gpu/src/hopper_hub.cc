@@ -119,7 +119,7 @@ void HopperGpu::pump_sm(std::uint32_t q) {
     }
     const std::uint32_t oi = s.remote_q.front();
     RemoteOp& op = ops_[oi];
-    const bool posted = op.type == proto::PKT_CAIS_RED || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED;
+    const bool posted = op.type == proto::PKT_CAIS_RED;  // multimem stores complete on the switch's MM_ACK
     if (!posted && s.outstanding >= limit) {
       ++outstanding_stalls_;
       return;
@@ -157,7 +157,9 @@ void HopperGpu::pump_sm(std::uint32_t q) {
     p.dst = op.peer;
     p.addr = s0;
     p.group = op.group;
-    p.tag = oi | (op.flag ? kFlagTag : 0);
+    // tag: op index (low 32 bits) | packet sequence (bits 32..61; unique per request in flight,
+    // as switches key multicast completions by (src, tag)) | flag-write bit 62.
+    p.tag = oi | ((++tag_seq_ & ((1ull << 30) - 1)) << 32) | (op.flag ? kFlagTag : 0);
     p.inject_ps = sim_.now();
     p.aux = op.aux;
     std::uint32_t cls = kReq;
@@ -174,6 +176,14 @@ void HopperGpu::pump_sm(std::uint32_t q) {
         p.payload_bytes = bytes;
         p.count = 1;
         cls = kPost;
+        break;
+    }
+    switch (op.type) {
+      case proto::PKT_MM_ST:
+      case proto::PKT_MM_RED:
+        p.count = 0;
+        break;
+      default:
         break;
     }
     if (functional_ && p.payload_bytes && !op.flag) p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
@@ -232,10 +242,8 @@ void HopperGpu::pump_port(std::uint32_t port) {
     ++tx_packets_[type];
     const TimePs free_at = ch.transmit(sim_, *this, h, vc);
     schedule(free_at, kPortFree, 0, port);
-    // Posted requests (reductions, multicast stores) are complete once on the wire.
-    if (type == proto::PKT_CAIS_RED || type == proto::PKT_MM_ST || type == proto::PKT_MM_RED) {
-      if (cls == kPost) packet_done(static_cast<std::uint32_t>(tag));
-    }
+    // Posted requests (red.cais) are complete once on the wire.
+    if (type == proto::PKT_CAIS_RED && cls == kPost && (tag & kFlagTag) == 0) packet_done(static_cast<std::uint32_t>(tag & 0xffffffffu));
     return;
   }
 }
@@ -263,6 +271,7 @@ void HopperGpu::on_arrival(PacketHandle h) {
     case proto::PKT_MM_ST:
     case proto::PKT_MM_RED:
       return serve(h);
+    case proto::PKT_MM_ACK:  // the switch's one ack per multicast store (member acks stay in it)
     case proto::PKT_READ_RESP:
     case proto::PKT_CAIS_LD_RESP:
     case proto::PKT_MM_LD_REDUCE_RESP:
@@ -327,7 +336,6 @@ void HopperGpu::on_arrival(PacketHandle h) {
       return;
     }
     case proto::PKT_CAIS_RED_ACK:
-    case proto::PKT_MM_ACK:
       sim_.packets().release(h);
       return;
     default:
@@ -365,6 +373,10 @@ void HopperGpu::serve(PacketHandle h) {
       l2_.reserve(now, p.payload_bytes);
       hbm_.reserve(now, p.payload_bytes);
       if (functional_) apply_store(p.addr, p.values, p.type != proto::PKT_MM_ST, p.count, 0);
+      if (member_acks_ && (p.type == proto::PKT_MM_ST || p.type == proto::PKT_MM_RED)) {
+        schedule(now + cfg_.l2_latency_ps, kRespond, h);  // MM_ACK to the issuer (NVLS member acks)
+        return;
+      }
       sim_.packets().release(h);
       return;
     }
@@ -389,6 +401,8 @@ void HopperGpu::respond(PacketHandle h) {
     case proto::PKT_CAIS_LD_REQ: q.type = proto::PKT_CAIS_LD_RESP; q.payload_bytes = req.count; break;
     case proto::PKT_MM_LD_REDUCE_REQ: q.type = proto::PKT_MM_LD_REDUCE_RESP; q.payload_bytes = req.count; break;
     case proto::PKT_WRITE: q.type = proto::PKT_WRITE_ACK; q.payload_bytes = 0; break;
+    case proto::PKT_MM_ST:
+    case proto::PKT_MM_RED: q.type = proto::PKT_MM_ACK; q.payload_bytes = 0; q.count = 1; break;
     default: throw InvariantError("respond: not a request");
   }
   if (functional_ && q.payload_bytes) read_values(req.addr, q.payload_bytes, q.values);

@@ -74,6 +74,8 @@ class ProbeSwitch : public NodeComponent {
       case proto::PKT_MM_LD_REDUCE_REQ: reply = proto::PKT_MM_LD_REDUCE_RESP; bytes = p.count; break;
       case proto::PKT_WRITE: reply = proto::PKT_WRITE_ACK; break;
       case proto::PKT_SYNC_REQ: reply = proto::PKT_SYNC_RELEASE; break;
+      case proto::PKT_MM_ST:
+      case proto::PKT_MM_RED: reply = proto::PKT_MM_ACK; break;
       default: break;
     }
     if (reply != proto::PKT_UNSPECIFIED) {
@@ -439,7 +441,7 @@ TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
   EXPECT_GT(r.stats["gpu0.finish_time"], 5e6);  // held until the throttle was lifted after 5 us
 }
 
-TEST(Hopper, RedCaisAndMultimemArePostedWithTheRightTypeAndAddress) {
+TEST(Hopper, RedCaisAndMultimemCarryTheRightTypeAndAddress) {
   auto wl = one_kernel(2, 1, true);
   wl.mutable_launches(0)->add_gpus(0);
   auto* red = mem(wl, isa::RED_CAIS, 1, 128, 0, 64, 1);
@@ -473,6 +475,7 @@ TEST(Hopper, RedCaisAndMultimemArePostedWithTheRightTypeAndAddress) {
   EXPECT_EQ(seen()[4].count, 128u);
   EXPECT_EQ(r.stats["gpu0.tx.CAIS_RED.bytes"], 128);
   EXPECT_EQ(r.stats["gpu0.rx.MM_LD_REDUCE_RESP.bytes"], 128);
+  EXPECT_EQ(r.stats["gpu0.rx.MM_ACK.packets"], 2);  // multimem stores complete on the switch's ack
 }
 
 TEST(Hopper, ArrivingReductionsAndMulticastStoresUpdateMemory) {

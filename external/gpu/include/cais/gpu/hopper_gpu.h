@@ -180,6 +180,7 @@ class HopperGpu : public NodeComponent {
   std::shared_ptr<const Workload> wl_;
   HopperConfig cfg_;
   bool functional_ = false;
+  bool member_acks_ = false;  // NVLS member acks: answer multicast copies with MM_ACK
   std::mt19937_64 rng_;
   std::vector<SmState> sms_;
   std::vector<Tb> tbs_;
@@ -193,6 +194,7 @@ class HopperGpu : public NodeComponent {
   std::vector<RemoteOp> ops_;
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t ops_live_ = 0;
+  std::uint64_t tag_seq_ = 0;
   std::unordered_set<std::uint64_t> throttle_keys_;             // (switch << 32) | group
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   // NVLink ports
