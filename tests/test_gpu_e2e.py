@@ -89,3 +89,28 @@ def test_multimem_red_through_nvls_sums_every_gpu(engines, member_acks):
         # local load: 256 elements x 36; ld_reduce: 256 x (8 x 36)
         assert st[f"gpu{g}.ld_value_sum"] == 256 * 36 + 256 * 8 * 36
         assert st[f"gpu{g}.rx.MM_ACK.packets"] == 8  # one per multimem.red packet (1 KB = 8 lines)
+
+
+def test_red_cais_contributions_merge_into_one_write_per_line(engines):
+    """Reduce-scatter style: GPUs 1..7 red.cais 1 KB into GPU 0 (home; TB group of 8 GPUs, the
+    home contributes locally): the merge unit sends GPU 0 one CAIS_RED per 128 B line carrying
+    7 contributions, instead of 7 writes per line."""
+    _check_models(engines)
+    from harness.gpu.isa_text import parse
+    wl = parse("""
+.workload rs gpus=8
+.buffer X bytes=4096 dtype=bf16
+.kernel k grid=1x1 threads=128 regs=32 smem=0
+  .cais group_base=5 gpus=8 first=0 prelaunch
+  red.cais buf=X addr=[0] peer=[0] rows=1 row_bytes=1024
+.end
+.launch k stream=0 priority=0
+""")
+    cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.features='group_sync,cais_merge'",
+                  "net.cais_merge.timeout_ns=100000")
+    res = run_system(cfg, workload=wl.SerializeToString(), overrides={"gpu.launch_skew_ns": 0.0})
+    st = res.stats.set_index("name")["value"]
+    for g in range(1, 8):
+        assert st[f"gpu{g}.tx.CAIS_RED.packets"] == 8 and st[f"gpu{g}.tx.CAIS_RED.bytes"] == 1024
+    assert st["gpu0.tx.CAIS_RED.packets"] == 0  # the home's own contribution stays local
+    assert st["gpu0.rx.CAIS_RED.packets"] == 8 and st["gpu0.rx.CAIS_RED.bytes"] == 1024
