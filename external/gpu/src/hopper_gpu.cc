@@ -172,7 +172,11 @@ void HopperGpu::launch_ready(std::uint32_t li) {
   LaunchState& L = launches_[li];
   L.released = true;
   L.start_ps = sim_.now();
-  try_dispatch();
+  // Dispatch after every launch released at this instant, so priorities decide among them.
+  if (!dispatch_pending_) {
+    dispatch_pending_ = true;
+    schedule(sim_.now(), kDispatch);
+  }
 }
 
 bool HopperGpu::deps_ready(const LaunchState& L, std::uint32_t block) const {
@@ -295,6 +299,9 @@ void HopperGpu::handle(const Event& e) {
     case kMemDone: return mem_op_done(static_cast<std::uint32_t>(e.arg));
     case kPortFree: return pump_port(e.arg32);
     case kLaunchReady: return launch_ready(static_cast<std::uint32_t>(e.arg));
+    case kDispatch:
+      dispatch_pending_ = false;
+      return try_dispatch();
     case kRespond: return respond(static_cast<PacketHandle>(e.arg));
     case kPumpSm:
       sms_[e.arg32].pump_pending = false;

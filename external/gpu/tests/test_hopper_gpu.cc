@@ -657,6 +657,25 @@ TEST(Hopper, SmPartitionsAndPrioritiesShareTheGpu) {
   EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.end"], 1000 + 2 * (10 + 512));
 }
 
+TEST(Hopper, HigherPriorityLaunchesGetFreedSmsFirst) {
+  // Two launches of 8 one-block-per-SM blocks on 4 SMs, both released at once: the
+  // priority-1 launch (launch 1) takes the SMs first and finishes after 2 waves; the other
+  // finishes after 4.
+  auto wl = one_kernel(1, 8);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  auto* la = wl.add_launches();
+  la->set_kernel(0);
+  la->set_stream(1);
+  la->set_priority(1);
+  auto r = run(wl);
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.end"], 1000 + 2 * (10 + 512));
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel0.k.end"], 1000 + 4 * (10 + 512));
+}
+
 TEST(Hopper, BadWorkloadsAreConfigErrorsNamingTheKernel) {
   auto wl = one_kernel();
   wl.mutable_kernels(0)->set_smem_bytes(300 * 1024);

@@ -128,7 +128,7 @@ class HopperGpu : public NodeComponent {
   const LaunchState& launch_state(std::uint32_t i) const { return launches_[i]; }
 
  private:
-  enum EventKind : std::uint32_t { kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kPumpSm, kTbStart };
+  enum EventKind : std::uint32_t { kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kPumpSm, kTbStart, kDispatch };
   enum TrafficClass : std::uint32_t { kReq = 0, kResp = 1, kPost = 2 };
 
   // ---- scheduler and execution (hopper_gpu.cc)
@@ -188,6 +188,7 @@ class HopperGpu : public NodeComponent {
   std::vector<LaunchState> launches_;
   std::vector<std::uint32_t> dispatch_order_;  // launch indices by (priority desc, index)
   std::uint32_t launches_left_ = 0;
+  bool dispatch_pending_ = false;
   BandwidthServer l2_, hbm_;
   TileCache l2_tiles_;
   // remote operations
