@@ -440,7 +440,7 @@ class CollectiveGpu : public NodeComponent {
       const NvlsRange& r = ranges[ch.ri];
       const std::uint64_t b = std::min<std::uint64_t>(bulk_bytes_, r.bytes - ch.ro);
       const PacketHandle h = make(proto::PKT_MM_LD_REDUCE_REQ, node_, kMulticastSpace | (r.offset + ch.ro), 0,
-                                  subpackets(b) * header_flits_, make_tag(c, kData, false, 0));
+                                  subpackets(b) * header_flits_, make_tag(c, kData, false, ++mm_seq_));
       Packet& p = sim_.packets()[h];
       p.aux = nranks_;                         // multicast group: GPUs [0, n)
       p.count = static_cast<std::uint32_t>(b);  // bytes to load
@@ -465,7 +465,9 @@ class CollectiveGpu : public NodeComponent {
     if (nvls_one_shot_) {
       if (functional_) store_values(off, sim_.packets()[in]);
     } else {
-      const PacketHandle h = make(proto::PKT_MM_ST, node_, kMulticastSpace | off, b, wire_flits(b), tag);
+      // A multicast's tag must be unique while it is outstanding (the switch matches its acks).
+      const PacketHandle h = make(proto::PKT_MM_ST, node_, kMulticastSpace | off, b, wire_flits(b),
+                                  make_tag(c, kData, false, ++mm_seq_));
       Packet& s = sim_.packets()[h];
       s.aux = nranks_;
       if (functional_) s.values = sim_.packets()[in].values;
@@ -591,7 +593,7 @@ class CollectiveGpu : public NodeComponent {
   std::vector<NvlsChan> nvls_chans_;
   std::uint64_t nvls_load_total_ = 0, nvls_loads_done_ = 0, mc_rx_bytes_ = 0, reads_served_bytes_ = 0;
   std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
-  std::uint64_t checked_ = 0, errors_ = 0;
+  std::uint64_t checked_ = 0, errors_ = 0, mm_seq_ = 0;
   std::vector<double> out_vals_, rs_in_, ag_in_;
   PlaneHash planes_;
   std::vector<OutputChannel> out_;

@@ -238,6 +238,7 @@ struct Case {
   // way (~65 KB = 4000 flits): with less, credits, not links, limit the bandwidth.
   std::uint32_t vc_depth = 8192;
   double cta_bw = 0.0;
+  bool member_acks = false;
 };
 
 proto::ParamValue pv_int(std::int64_t v) {
@@ -319,6 +320,22 @@ proto::Configure make_config(const Case& k) {
   m["collective.functional"] = pv_bool(k.functional);
   m["collective.start_ns"] = pv_dbl(0.0);
   m["collective.cta_bw_gbps"] = pv_dbl(k.cta_bw);
+  if (k.switch_model == "nvswitch") {  // every key the real router and its nvls feature read
+    m["net.vcs_per_port"] = pv_int(8);
+    m["net.routing_delay_ns"] = pv_dbl(1);
+    m["net.vc_alloc_delay_ns"] = pv_dbl(1);
+    m["net.sw_alloc_delay_ns"] = pv_dbl(1);
+    m["net.xbar_delay_ns"] = pv_dbl(1);
+    m["net.credit_delay_ns"] = pv_dbl(1);
+    m["net.stats_bin_ns"] = pv_dbl(1000);
+    m["net.sw_alloc_patience"] = pv_int(2);
+    m["net.traffic_control"] = pv_bool(false);
+    m["net.functional"] = pv_bool(k.functional);
+    m["net.features"] = pv_str(k.algo == "nvls" ? "nvls" : "");
+    m["net.nvls.multicast_delay_ns"] = pv_dbl(2);
+    m["net.nvls.reduce_delay_ns"] = pv_dbl(4);
+    m["net.nvls.member_acks"] = pv_bool(k.member_acks);
+  }
   cfg.set_window_ps(250000);
   return cfg;
 }
@@ -446,6 +463,34 @@ TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   const double busbw = 2.0 * (k.gpus - 1) / k.gpus * k.bytes / (o.finish_us * 1e3);
   EXPECT_LT(busbw, 360.0);
   EXPECT_GT(busbw, 300.0);
+}
+
+// The same schedules through the real NVSwitch router (external/net/src/nvswitch.cc) and its
+// nvls feature: every rank ends with the right values.
+TEST(CollectiveOnNvSwitch, RingAndNvlsAreFunctionallyCorrect) {
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    Case k;
+    k.switch_model = "nvswitch";
+    k.op = op;
+    k.gpus = 4;
+    k.bytes = 4 * 24000;
+    k.cta_bw = 30.0;
+    auto o = run_case(k);
+    expect_functional_ok(k, o, std::string(op) == "reduce_scatter" ? k.bytes / 4 / k.gpus : k.bytes / 4);
+  }
+  for (bool acks : {false, true}) {
+    for (const char* v : {"two_shot", "one_shot"}) {
+      Case k;
+      k.switch_model = "nvswitch";
+      k.algo = "nvls";
+      k.variant = v;
+      k.member_acks = acks;
+      k.gpus = 8;
+      k.bytes = 64 * 1024;
+      auto o = run_case(k);
+      expect_functional_ok(k, o, k.bytes / 4);
+    }
+  }
 }
 
 TEST(CollectiveGpu, RejectsBadConfig) {
