@@ -134,6 +134,11 @@ void HopperGpu::setup_launches() {
     L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
     L.block_done.assign(L.total, 0);
     L.participants = k.cais().num_gpus() ? k.cais().num_gpus() : wl.num_gpus();
+    L.prelaunch = k.cais().enabled() && k.cais().pre_launch_sync() && L.participants > 1 && has_ports_ && !k.persistent();
+    if (L.prelaunch) {
+      L.sync_ok.assign(L.ctas, 0);
+      L.reg_ps.assign(L.ctas, 0);
+    }
     auto it = last_on_stream.find(L.la->stream());
     if (it != last_on_stream.end()) {
       ++L.pending_preds;
@@ -173,10 +178,7 @@ void HopperGpu::launch_ready(std::uint32_t li) {
   L.released = true;
   L.start_ps = sim_.now();
   // Dispatch after every launch released at this instant, so priorities decide among them.
-  if (!dispatch_pending_) {
-    dispatch_pending_ = true;
-    schedule(sim_.now(), kDispatch);
-  }
+  request_dispatch();
 }
 
 bool HopperGpu::deps_ready(const LaunchState& L, std::uint32_t block) const {
@@ -207,7 +209,9 @@ void HopperGpu::try_dispatch() {
   for (std::uint32_t li : dispatch_order_) {
     LaunchState& L = launches_[li];
     if (!L.released || L.done) continue;
+    if (L.prelaunch) register_ahead(L);
     while (L.next_cta < L.ctas) {
+      if (L.prelaunch && !L.sync_ok[L.next_cta]) break;
       if (!deps_ready(L, L.next_cta)) break;
       std::uint32_t chosen = ~0u;
       for (std::uint32_t j = 0; j < L.sm_count; ++j) {
@@ -219,7 +223,19 @@ void HopperGpu::try_dispatch() {
       }
       if (chosen == ~0u) break;
       place(L, chosen);
+      if (L.prelaunch) register_ahead(L);
     }
+  }
+}
+
+void HopperGpu::register_ahead(LaunchState& L) {
+  const std::uint32_t window = L.blocks_per_sm * L.sm_count;
+  while (L.next_reg < L.ctas && L.next_reg < L.next_cta + window) {
+    const std::uint32_t cta = L.next_reg++;
+    const std::uint32_t group = L.dk->k->cais().group_base() + cta;
+    sync_waiters_[group].push_back(kBlockWaiter | (static_cast<std::uint64_t>(L.index) << 32) | cta);
+    L.reg_ps[cta] = sim_.now();
+    send_sync(group, L.participants);
   }
 }
 
@@ -248,7 +264,8 @@ void HopperGpu::place(LaunchState& L, std::uint32_t s) {
   tb.cta = L.next_cta++;
   begin_block(tbi, tb.cta);
   const auto& c = k.cais();
-  if (c.enabled() && c.pre_launch_sync() && L.participants > 1 && has_ports_) {
+  if (!L.prelaunch && c.enabled() && c.pre_launch_sync() && L.participants > 1 && has_ports_) {
+    // persistent kernels: every CTA is resident on every GPU, so it can wait on its SM
     tb.state = TbState::kSyncLaunch;
     tb.wait_since = sim_.now();
     sync_waiters_[tb.group].push_back(tbi);

@@ -301,10 +301,19 @@ void HopperGpu::on_arrival(PacketHandle h) {
     case proto::PKT_SYNC_RELEASE: {
       auto it = sync_waiters_.find(p.group);
       if (it != sync_waiters_.end()) {
-        std::vector<std::uint32_t> waiters;
+        std::vector<std::uint64_t> waiters;
         waiters.swap(it->second);
         sync_waiters_.erase(it);
-        for (std::uint32_t t : waiters) {
+        for (std::uint64_t w : waiters) {
+          if (w & kBlockWaiter) {  // a registered block may now be dispatched
+            LaunchState& L = launches_[(w >> 32) & 0x7fffffffu];
+            const auto cta = static_cast<std::uint32_t>(w & 0xffffffffu);
+            L.sync_ok[cta] = 1;
+            sync_wait_ns_.add(static_cast<double>(sim_.now() - L.reg_ps[cta]) / 1000.0);
+            request_dispatch();
+            continue;
+          }
+          const auto t = static_cast<std::uint32_t>(w);
           Tb& tb = tbs_[t];
           sync_wait_ns_.add(static_cast<double>(sim_.now() - tb.wait_since) / 1000.0);
           if (tb.state == TbState::kSyncLaunch) {

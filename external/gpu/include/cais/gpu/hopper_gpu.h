@@ -97,6 +97,12 @@ struct LaunchState {
   std::vector<std::uint8_t> block_done;
   std::vector<std::uint32_t> dep_waiters;   // persistent TBs waiting for producer blocks
   std::uint32_t participants = 0;           // CAIS group members (incl. this GPU)
+  // CAIS pre-launch sync: blocks register their group (SYNC_REQ) up to one residency window
+  // ahead of dispatch and are dispatched, in order, once released; pending blocks hold no SM.
+  bool prelaunch = false;
+  std::uint32_t next_reg = 0;
+  std::vector<std::uint8_t> sync_ok;
+  std::vector<TimePs> reg_ps;
   TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
   std::uint64_t tbs = 0;
 };
@@ -207,7 +213,16 @@ class HopperGpu : public NodeComponent {
   std::vector<InputBuffer> in_;
   std::vector<std::array<std::deque<PacketHandle>, 3>> port_q_;
   // synchronisation
-  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> sync_waiters_;
+  // group -> waiters: a block slot (tbi) or a registered, undispatched block (kBlockWaiter bit)
+  static constexpr std::uint64_t kBlockWaiter = 1ull << 63;
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> sync_waiters_;
+  void register_ahead(LaunchState& L);
+  void request_dispatch() {
+    if (!dispatch_pending_) {
+      dispatch_pending_ = true;
+      schedule(sim_.now(), kDispatch);
+    }
+  }
   std::unordered_map<std::uint64_t, std::int64_t> flags_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> flag_waiters_;
   // functional memory: one vector per buffer (functional workloads only)
