@@ -465,6 +465,26 @@ TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   EXPECT_GT(busbw, 300.0);
 }
 
+TEST(CollectiveGpu, NvlsTwoShotBeatsRingOnAnIdealSwitch) {
+  // On an output-queued switch that replicates multicasts at the outputs, NVLS all_reduce moves
+  // (1 + 1/n) x size per GPU and direction against the ring's 2(n-1)/n x size: its bus
+  // bandwidth must exceed the ring's (public 8 x H100: ~480 vs ~370 GB/s).
+  Case k;
+  k.gpus = 8;
+  k.bytes = 16 << 20;
+  k.functional = false;
+  k.channels = 16;
+  k.multiple = 16;
+  k.chunk = 1 << 20;
+  k.algo = "nvls";
+  k.cta_bw = 0;
+  const double nvls = 1.75 * k.bytes / (run_case(k).finish_us * 1e3);
+  k.algo = "ring";
+  const double ring = 1.75 * k.bytes / (run_case(k).finish_us * 1e3);
+  std::cout << "  8 GPUs, 16 MiB all_reduce busbw on the stand-in switch: nvls " << nvls << ", ring " << ring << " GB/s\n";
+  EXPECT_GT(nvls, 1.2 * ring);
+}
+
 // The same schedules through the real NVSwitch router (external/net/src/nvswitch.cc) and its
 // nvls feature: every rank ends with the right values.
 TEST(CollectiveOnNvSwitch, RingAndNvlsAreFunctionallyCorrect) {
