@@ -1,7 +1,6 @@
 """Engine processes: start, watch, stop, and read the tail of their stderr."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import tempfile
@@ -67,10 +66,3 @@ def describe_exit(code: int) -> str:
 def ipc_endpoint(log_dir: Path) -> str:
     return f"ipc://{log_dir}/harness.sock"
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True

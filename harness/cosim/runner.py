@@ -9,7 +9,6 @@ jumps straight to the next event. Packet batches pass through as opaque ZMQ fram
 """
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
 
