@@ -1,6 +1,8 @@
 """cais-bench: measured speed of the co-simulation itself.
 
     cais-bench harness [--requests N] [--gap-ns G] [--repeat R]
+    cais-bench floor [--windows N] [--transport ipc|tcp]
+    cais-bench os-floor
 
 `harness` runs 8 GPUs + 4 switches in 3 engine processes (2 GPU engines of 4 GPUs, 1 network
 engine) with sparse traffic, so that the lock-step loop, not the models, dominates. It reports
@@ -80,6 +82,29 @@ def bench_floor(windows: int, engines: int = 3, transport: str = "ipc") -> dict:
             "harness_cpu_us_per_window": cpu / windows * 1e6}
 
 
+def bench_pipe(rounds: int = 5000, same_core: bool = False) -> dict:
+    """The operating system's floor: a one-byte ping-pong between two processes over pipes."""
+    import os
+
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    if same_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    pid = os.fork()
+    if pid == 0:  # child: echo until told to stop
+        while (data := os.read(r1, 1)) != b"q":
+            os.write(w2, data)
+        os._exit(0)
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        os.write(w1, b"x")
+        os.read(r2, 1)
+    us = (time.perf_counter() - t0) / rounds * 1e6
+    os.write(w1, b"q")
+    os.waitpid(pid, 0)
+    return {"pipe_round_trip_us": us, "same_core": same_core, "rounds": rounds}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="cais-bench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -90,8 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
     f.add_argument("--windows", type=int, default=3000)
     f.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
+    sub.add_parser("os-floor", help="pipe ping-pong between two processes (two cores, then one)")
     args = ap.parse_args(argv)
-    if args.what == "harness":
+    if args.what == "os-floor":
+        out = {"two_cores": bench_pipe(), "one_core": bench_pipe(same_core=True)}
+    elif args.what == "harness":
         out = bench_harness(args.requests, args.gap_ns, args.repeat)
         out["protocol_floor"] = bench_floor(3000)
     else:
