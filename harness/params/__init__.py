@@ -41,9 +41,7 @@ def flatten(cfg: DictConfig, groups: dict[str, type]) -> dict[str, Any]:
         if node is None:
             continue
         for f in dataclasses.fields(cls):
-            if f.name in groups.get(prefix, cls).__dict__.get("__nested__", ()):
-                continue
-            if f"{prefix}.{f.name}" in groups:
+            if f"{prefix}.{f.name}" in groups:  # a nested group: flattened under its own prefix
                 continue
             out[f"{prefix}.{f.name}"] = _scalar(node[f.name])
     return out
