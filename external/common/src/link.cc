@@ -121,4 +121,21 @@ std::uint64_t InputBuffer::total_packets() const {
   return n;
 }
 
+PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
+                              std::uint32_t vc_depth_flits, std::uint32_t flit_bytes,
+                              std::vector<OutputChannel>& out, std::vector<InputBuffer>& in) {
+  const auto& info = sim.node(node);
+  std::vector<std::uint32_t> weights;
+  out.resize(info.out.size());
+  in.resize(info.out.size());
+  for (std::uint32_t port = 0; port < info.out.size(); ++port) {
+    const PortLink& link = info.out[port];
+    out[port].init(link, vcs, vc_depth_flits, flit_bytes, 1000000);
+    in[port].init(node, port, link, vcs, vc_depth_flits, 0);
+    weights.push_back(link.connected ? std::max<std::uint32_t>(1, link.lanes) : 0);
+    if (link.connected) out[port].register_stats(sim.stats(), name + ".port" + std::to_string(port) + ".tx");
+  }
+  return PlaneHash(weights, 128);
+}
+
 }  // namespace cais

@@ -41,18 +41,8 @@ class TrafficEndpoint : public NodeComponent {
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
     rng_ = sim.make_rng("traffic." + name());
-    const auto& info = sim.node(node);
-    std::vector<std::uint32_t> weights;
-    out_.resize(info.out.size());
-    in_.resize(info.out.size());
-    queues_.resize(info.out.size());
-    for (std::uint32_t port = 0; port < info.out.size(); ++port) {
-      out_[port].init(info.out[port], vcs, depth, flit_bytes_, 1000000);
-      in_[port].init(node, port, info.out[port], vcs, depth, 0);
-      weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
-      out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");
-    }
-    planes_ = PlaneHash(weights, 128);
+    planes_ = init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);
+    queues_.resize(out_.size());
     sim.stats().counter(name() + ".requests_completed", "requests", &completed_);
     sim.stats().counter(name() + ".read_bytes", "B", &read_bytes_);
     sim.stats().counter(name() + ".write_bytes", "B", &write_bytes_);

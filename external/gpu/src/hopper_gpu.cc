@@ -38,18 +38,8 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
     } else {
       vc_of_ = {0, num_vcs_ / 2, 0};
     }
-    std::vector<std::uint32_t> weights;
-    out_.resize(info.out.size());
-    in_.resize(info.out.size());
-    port_q_.resize(info.out.size());
-    for (std::uint32_t port = 0; port < info.out.size(); ++port) {
-      out_[port].init(info.out[port], num_vcs_, depth, flit_bytes_, 1000000);
-      in_[port].init(node, port, info.out[port], num_vcs_, depth, 0);
-      weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
-      if (info.out[port].connected)
-        out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");
-    }
-    planes_ = PlaneHash(weights, 128);
+    planes_ = init_endpoint_ports(sim, node, name(), num_vcs_, depth, flit_bytes_, out_, in_);
+    port_q_.resize(out_.size());
   }
   if (functional_)
     for (const auto& b : wl_->buffers()) mem_.emplace_back(b.b->bytes() / b.elem_bytes, 0.0);

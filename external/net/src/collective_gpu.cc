@@ -220,18 +220,8 @@ class CollectiveGpu : public NodeComponent {
   };
 
   void rng_weights(Sim& sim, std::uint32_t vcs, std::uint32_t depth) {
-    const auto& info = sim.node(node_);
-    std::vector<std::uint32_t> weights;
-    out_.resize(info.out.size());
-    in_.resize(info.out.size());
-    queues_.resize(info.out.size());
-    for (std::uint32_t port = 0; port < info.out.size(); ++port) {
-      out_[port].init(info.out[port], vcs, depth, flit_bytes_, 1000000);
-      in_[port].init(node_, port, info.out[port], vcs, depth, 0);
-      weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
-      out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");
-    }
-    planes_ = PlaneHash(weights, 128);
+    planes_ = init_endpoint_ports(sim, node_, name(), vcs, depth, flit_bytes_, out_, in_);
+    queues_.resize(out_.size());
   }
 
   // Flits of `payload` bytes sent as ceil(payload / packet_bytes) NVLink packets.

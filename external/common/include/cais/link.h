@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/routing.h"
 #include "cais/sim.h"
 #include "cais/stats.h"
 
@@ -102,5 +103,12 @@ class InputBuffer {
   std::uint32_t depth_ = 0;
   TimePs credit_delay_ps_ = 0;
 };
+
+// A GPU's NVLink ports: sizes `out`/`in` to the node's ports, initialises each (statistics
+// "<name>.port<i>.tx" for connected ports) and returns the address-hashed plane choice weighted
+// by each port's lanes (128 B granule), as every GPU-side model needs it.
+PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
+                              std::uint32_t vc_depth_flits, std::uint32_t flit_bytes,
+                              std::vector<OutputChannel>& out, std::vector<InputBuffer>& in);
 
 }  // namespace cais
