@@ -212,11 +212,78 @@ def count_sms():
 
 
 # ---------------------------------------------------------------- green contexts
-class SMPartition:
-    """Context manager: whole GPU (num_sms == full) or a green context of num_sms SMs."""
+class DriverGreenContext:
+    """A green context made with the CUDA driver API directly (ctypes on libcuda), so that the
+    split can pass CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING: without that flag (what
+    torch.cuda.green_contexts uses) Hopper rounds a partition up to whole 8-SM co-scheduling
+    groups, so 66 SMs becomes 72. Kernels run on a stream created in the green context, made
+    torch's current stream; the green context's CUcontext is pushed current so that modules load
+    into it. cuda.h maps cuCtxPush/PopCurrent to their _v2 symbols, so ctypes names those."""
 
-    def __init__(self, num_sms: int, full_sms: int, cuda: bool):
-        self.num_sms, self.full, self.cuda = num_sms, full_sms, cuda
+    SPLIT_IGNORE_SM_COSCHEDULING = 1
+    RESOURCE_TYPE_SM = 1
+    GREEN_CTX_DEFAULT_STREAM = 1
+    STREAM_NON_BLOCKING = 1
+    RESOURCE_BYTES = 4096  # larger than CUdevResource in any CUDA 12.4-13.x header
+    SM_COUNT_OFFSET = 96   # CUdevResource: int type; uchar pad[92]; union { CUdevSmResource sm; } -> smCount
+
+    def __init__(self, num_sms: int, device: int, flags: int = SPLIT_IGNORE_SM_COSCHEDULING):
+        import ctypes as C
+        self.C = C
+        self.cu = C.CDLL("libcuda.so.1")
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # primary context exists and is current
+        dev = C.c_int()
+        self._check("cuDeviceGet", self.cu.cuDeviceGet(C.byref(dev), device))
+        whole = C.create_string_buffer(self.RESOURCE_BYTES)
+        self._check("cuDeviceGetDevResource",
+                    self.cu.cuDeviceGetDevResource(dev, whole, self.RESOURCE_TYPE_SM))
+        result = C.create_string_buffer(self.RESOURCE_BYTES)
+        rest = C.create_string_buffer(self.RESOURCE_BYTES)
+        groups = C.c_uint(1)
+        self._check("cuDevSmResourceSplitByCount", self.cu.cuDevSmResourceSplitByCount(
+            result, C.byref(groups), whole, rest, C.c_uint(flags), C.c_uint(num_sms)))
+        if groups.value != 1:
+            raise RuntimeError(f"split of {num_sms} SMs (flags={flags}) gave {groups.value} groups")
+        self.sm_count = C.c_uint.from_buffer_copy(result.raw[self.SM_COUNT_OFFSET:self.SM_COUNT_OFFSET + 4]).value
+        desc = C.c_void_p()
+        self._check("cuDevResourceGenerateDesc", self.cu.cuDevResourceGenerateDesc(C.byref(desc), result, 1))
+        self.gctx = C.c_void_p()
+        self._check("cuGreenCtxCreate", self.cu.cuGreenCtxCreate(C.byref(self.gctx), desc, dev,
+                                                                 self.GREEN_CTX_DEFAULT_STREAM))
+        self.ctx = C.c_void_p()
+        self._check("cuCtxFromGreenCtx", self.cu.cuCtxFromGreenCtx(C.byref(self.ctx), self.gctx))
+        stream = C.c_void_p()
+        self._check("cuGreenCtxStreamCreate", self.cu.cuGreenCtxStreamCreate(
+            C.byref(stream), self.gctx, self.STREAM_NON_BLOCKING, 0))
+        self.stream = torch.cuda.ExternalStream(stream.value)
+        self._saved_stream = None
+
+    def _check(self, what, rc):
+        if rc != 0:
+            name = self.C.c_char_p()
+            self.cu.cuGetErrorName(rc, self.C.byref(name))
+            raise RuntimeError(f"{what} failed: {rc} {name.value.decode() if name.value else ''}")
+
+    def set_context(self):
+        self._check("cuCtxPushCurrent", self.cu.cuCtxPushCurrent_v2(self.ctx))
+        self._saved_stream = torch.cuda.current_stream()
+        torch.cuda.set_stream(self.stream)
+
+    def pop_context(self):
+        torch.cuda.synchronize()
+        torch.cuda.set_stream(self._saved_stream)
+        popped = self.C.c_void_p()
+        self._check("cuCtxPopCurrent", self.cu.cuCtxPopCurrent_v2(self.C.byref(popped)))
+
+
+class SMPartition:
+    """Context manager: whole GPU (num_sms == full) or a green context of num_sms SMs, made by
+    torch.cuda.green_contexts (api="torch") or the driver API without SM co-scheduling
+    (api="driver", see DriverGreenContext)."""
+
+    def __init__(self, num_sms: int, full_sms: int, cuda: bool, api: str = "torch"):
+        self.num_sms, self.full, self.cuda, self.api = num_sms, full_sms, cuda, api
         self.g = None
         self.note = ""
 
@@ -224,14 +291,19 @@ class SMPartition:
         if not self.cuda or self.num_sms == self.full:
             self.note = "primary_ctx"
             return self
-        from torch.cuda.green_contexts import GreenContext
-        try:
-            g = GreenContext.create(num_sms=self.num_sms, device_id=torch.cuda.current_device())
-        except TypeError:  # older (2.11) signature: create(num_sms, device_id)
-            g = GreenContext.create(self.num_sms, torch.cuda.current_device())
+        if self.api == "driver":
+            g = DriverGreenContext(self.num_sms, torch.cuda.current_device())
+            self.note = (f"driver_green_ctx(num_sms={self.num_sms}, ignore_sm_coscheduling, "
+                         f"split_sm_count={g.sm_count})")
+        else:
+            from torch.cuda.green_contexts import GreenContext
+            try:
+                g = GreenContext.create(num_sms=self.num_sms, device_id=torch.cuda.current_device())
+            except TypeError:  # older (2.11) signature: create(num_sms, device_id)
+                g = GreenContext.create(self.num_sms, torch.cuda.current_device())
+            self.note = f"green_ctx(num_sms={self.num_sms})"
         g.set_context()
         self.g = g
-        self.note = f"green_ctx(num_sms={self.num_sms})"
         return self
 
     def __exit__(self, *exc):
@@ -257,6 +329,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--sms", default="132,66", help="comma list; the device's full count = primary context")
+    ap.add_argument("--partition", choices=("torch", "driver"), default="torch",
+                    help="how SM partitions are made: torch.cuda.green_contexts, or the driver API "
+                         "with IGNORE_SM_COSCHEDULING (needed for counts that are not multiples of 8)")
+    ap.add_argument("--only", default="", help="comma list of kinds to measure (gemm,layernorm,attention); default all")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--min-iters", type=int, default=20)
     ap.add_argument("--max-iters", type=int, default=200)
@@ -296,6 +372,15 @@ def main():
         note = "" if d == hd else f"head_dim {h}/{heads}={hd:.2f} rounded to {d}"
         attns.append((f"{name}.attention", batch, heads // 8, S(seq), d if cuda else 16, note))
 
+    if args.only:
+        kinds = set(args.only.split(","))
+        unknown = kinds - {"gemm", "layernorm", "attention"}
+        if unknown:
+            sys.exit(f"--only: unknown kind(s) {sorted(unknown)}; allowed: gemm, layernorm, attention")
+        gemms = gemms if "gemm" in kinds else []
+        lns = lns if "layernorm" in kinds else []
+        attns = attns if "attention" in kinds else []
+
     bench = Bench(cuda, args.warmup, args.min_iters if cuda else 3, args.max_iters if cuda else 3,
                   args.target_ms)
     out = CsvOut(args.out, COLUMNS)
@@ -310,7 +395,7 @@ def main():
 
     t_start = time.time()
     for num_sms in sms_list:
-        part = SMPartition(num_sms, full_sms, cuda)
+        part = SMPartition(num_sms, full_sms, cuda, args.partition)
         try:
             part.__enter__()
         except Exception as e:
