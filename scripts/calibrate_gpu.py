@@ -13,7 +13,7 @@ paper's 66). The objective is the mean absolute percentage error plus a penalty 
 20 %; Nelder-Mead over the box below. Writes harness/data/calibration/h100.json (values, command,
 error summary) and, with --write, rewrites the defaults in harness/params/gpu.py.
 
-Usage: CAIS_ENGINE_DIR=build/h5 python scripts/calibrate_gpu.py --write [--maxiter 80]
+Usage: python scripts/calibrate_gpu.py --write [--maxiter 80]
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def main() -> int:
     fitted = {k: best[k] for k in FIT}
     full = simulate_rows(gemm, best, jobs=args.jobs)
     record = {
-        "command": "CAIS_ENGINE_DIR=build/h5 python scripts/calibrate_gpu.py " + " ".join(sys.argv[1:]),
+        "command": "python scripts/calibrate_gpu.py " + " ".join(sys.argv[1:]),
         "measured": str(args.input or "harness/data/measured/h100_kernels.csv"),
         "fit_num_sms": fit_sms,
         "fitted": fitted,
