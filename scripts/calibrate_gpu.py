@@ -13,7 +13,7 @@ paper's 66). The objective is the mean absolute percentage error plus a penalty 
 20 %; Nelder-Mead over the box below. Writes harness/data/calibration/h100.json (values, command,
 error summary) and, with --write, rewrites the defaults in harness/params/gpu.py.
 
-Usage: python scripts/calibrate_gpu.py --write [--maxiter 80]
+Usage: python scripts/calibrate_gpu.py --write [--maxiter 80]   (needs: pip install -e .[calibrate])
 """
 from __future__ import annotations
 
