@@ -17,9 +17,10 @@ def engine_dir() -> Path:
     return Path(env) if env else REPO_ROOT / "build" / "external"
 
 
-def engine_binary(name: str = ENGINE_BINARY) -> Path:
+def engine_binary(name: str = ENGINE_BINARY, executable: bool = True) -> Path:
+    """A file the engine build produces (cais-engine, or a library beside it such as libcais_shm.so)."""
     path = engine_dir() / name
-    if not path.is_file() or not os.access(path, os.X_OK):
+    if not path.is_file() or (executable and not os.access(path, os.X_OK)):
         raise ConfigError(
             "engine binary",
             f"{path} not found or not executable; build the engines with scripts/build_engines.sh "

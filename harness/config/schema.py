@@ -24,7 +24,10 @@ class CosimConfig:
     colocate: bool = False
     """Host every node in one process (the single-process reference for exactness tests)."""
     transport: str = "ipc"
-    """ipc (local sockets) or tcp (engines may run on other hosts)."""
+    """shm (shared memory, engines on this host; needs launcher=local), ipc (ZeroMQ over local
+    sockets) or tcp (ZeroMQ; engines may run on other hosts)."""
+    shm_spin_us: int = 100
+    """transport=shm: how long a waiting process spins (pause + sched_yield) before it sleeps."""
     tcp_host: str = "127.0.0.1"
     """Address the harness binds for transport=tcp (0.0.0.0 to accept remote engines)."""
     launcher: str = "local"

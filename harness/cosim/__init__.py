@@ -12,16 +12,20 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterable
 
-import zmq
-
 from harness import engines as engine_paths
+from harness.cosim.channel_shm import ShmChannel
+from harness.cosim.channel_zmq import ZmqChannel
 from harness.cosim.partition import Partition, partition
-from harness.cosim.process import EngineProcess, ipc_endpoint, make_log_dir
+from harness.cosim.process import EngineProcess, make_log_dir
 from harness.cosim.runner import Coordinator, SimResult
 from harness.errors import ConfigError
 from harness.protocol import cosim as pb
 
-__all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value"]
+__all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value", "TRANSPORTS"]
+
+DEFAULT_TRANSPORT = "ipc"
+# How long a process waiting on the shared-memory channel spins before it sleeps (docs/PERFORMANCE.md).
+DEFAULT_SPIN_US = 100
 
 
 def to_param_value(value: Any) -> "pb.ParamValue":
@@ -57,37 +61,47 @@ def _parse_faults(spec: str, names: Iterable[str]) -> dict[str, str]:
     return out
 
 
+TRANSPORTS = ("shm", "ipc", "tcp")
+
+
+def open_channel(names: list[str], transport: str, launcher: str, log_dir, tcp_host: str, spin_us: int):
+    """shm: shared memory, engines on this host started by us; ipc/tcp: ZeroMQ."""
+    if transport not in TRANSPORTS:
+        raise ConfigError("cosim.transport", f"'{transport}' is not one of: {', '.join(TRANSPORTS)}")
+    if transport == "shm":
+        if launcher != "local":
+            raise ConfigError("cosim.transport", "shm needs cosim.launcher=local (engines inherit the segment); "
+                              "use ipc or tcp for engines started by hand")
+        if isinstance(spin_us, bool) or not isinstance(spin_us, int) or spin_us < 0:
+            raise ConfigError("cosim.shm_spin_us", f"must be an integer >= 0, got {spin_us!r}")
+        return ShmChannel(names, spin_us)
+    return ZmqChannel(names, transport, log_dir, tcp_host)
+
+
 @contextmanager
-def launch(names: list[str], *, transport: str = "ipc", tcp_host: str = "127.0.0.1", launcher: str = "local",
-           connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0, faults: dict[str, str] | None = None):
+def launch(names: list[str], *, transport: str = DEFAULT_TRANSPORT, tcp_host: str = "127.0.0.1",
+           launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0,
+           faults: dict[str, str] | None = None, shm_spin_us: int = DEFAULT_SPIN_US):
     """Start one engine process per name, wait for each to say hello, yield a Coordinator.
 
-    On exit (normal or not) every process is stopped and its files removed."""
+    On exit (normal or not) every process is stopped and its files (and shared memory) removed."""
     binary = str(engine_paths.engine_binary())
-    if transport not in ("ipc", "tcp"):
-        raise ConfigError("cosim.transport", f"'{transport}' is not one of: ipc, tcp")
     if launcher not in ("local", "manual"):
         raise ConfigError("cosim.launcher", f"'{launcher}' is not one of: local, manual")
     log_dir = make_log_dir()
-    sock = zmq.Context.instance().socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    if transport == "ipc":
-        endpoint = ipc_endpoint(log_dir)
-        sock.bind(endpoint)
-    else:
-        port = sock.bind_to_random_port(f"tcp://{tcp_host}")
-        endpoint = f"tcp://{tcp_host}:{port}"
     procs: list[EngineProcess] = []
+    channel = None
     try:
-        for name in names:
-            argv = [binary, "--connect", endpoint, "--name", name]
+        channel = open_channel(names, transport, launcher, log_dir, tcp_host, shm_spin_us)
+        for idx, name in enumerate(names):
+            argv = [binary, *channel.engine_args(idx), "--name", name]
             if faults and name in faults:
                 argv += ["--fault", faults[name]]
-            procs.append(EngineProcess(name, argv, launch=launcher == "local", log_dir=log_dir))
+            procs.append(EngineProcess(name, argv, launch=launcher == "local", log_dir=log_dir,
+                                       pass_fds=channel.pass_fds))
             if launcher == "manual":
                 print("start on its host: " + " ".join(argv), file=sys.stderr)
-        coord = Coordinator(sock, procs, reply_timeout_s)
+        coord = Coordinator(channel, procs, reply_timeout_s)
         # Hello from every engine (they connect on their own schedule).
         coord.gather("ready", list(range(len(procs))), timeout_ms=int(connect_timeout_s * 1000))
         yield coord
@@ -101,15 +115,17 @@ def launch(names: list[str], *, transport: str = "ipc", tcp_host: str = "127.0.0
     finally:
         for p in procs:
             p.close()
-        sock.close(0)
+        if channel is not None:
+            channel.close()
         shutil.rmtree(log_dir, ignore_errors=True)  # stderr tails are already in any error raised
 
 
 def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes = b"",
              gpus_per_process: int | None = None, switches_per_process: int | None = None,
-             colocate: bool = False, transport: str = "ipc", tcp_host: str = "127.0.0.1",
+             colocate: bool = False, transport: str = DEFAULT_TRANSPORT, tcp_host: str = "127.0.0.1",
              launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0,
-             max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None) -> SimResult:
+             max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None,
+             shm_spin_us: int = DEFAULT_SPIN_US) -> SimResult:
     n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
     n_sw = len(topology.nodes) - n_gpus
     part: Partition = partition(topology, n_gpus if gpus_per_process is None else gpus_per_process,
@@ -117,7 +133,8 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
     faults = _parse_faults(fault, (e.name for e in part.engines))
     wall0 = time.perf_counter()
     with launch([e.name for e in part.engines], transport=transport, tcp_host=tcp_host, launcher=launcher,
-                connect_timeout_s=connect_timeout_s, reply_timeout_s=reply_timeout_s, faults=faults) as coord:
+                connect_timeout_s=connect_timeout_s, reply_timeout_s=reply_timeout_s, faults=faults,
+                shm_spin_us=shm_spin_us) as coord:
         configures = []
         for idx, spec in enumerate(part.engines):
             c = pb.Control()

@@ -10,7 +10,7 @@ from pathlib import Path
 class EngineProcess:
     """One cais-engine process (or, with launcher=manual, one the user starts by hand)."""
 
-    def __init__(self, name: str, argv: list[str], launch: bool, log_dir: Path):
+    def __init__(self, name: str, argv: list[str], launch: bool, log_dir: Path, pass_fds: tuple[int, ...] = ()):
         self.name = name
         self.argv = argv
         self.stderr_path = log_dir / f"{name}.stderr"
@@ -18,7 +18,7 @@ class EngineProcess:
         if launch:
             self._stderr = open(self.stderr_path, "wb")
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, pass_fds=pass_fds)
 
     def exit_code(self) -> int | None:
         """None while running (or when not ours to watch)."""
@@ -61,8 +61,3 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with status {code}"
-
-
-def ipc_endpoint(log_dir: Path) -> str:
-    return f"ipc://{log_dir}/harness.sock"
-

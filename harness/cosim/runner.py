@@ -5,7 +5,7 @@ those events and the packets waiting to be delivered, and lets every engine that
 T+W (W = the window, the smallest latency of a link crossing processes) run up to T+W. Packets an
 engine emits during [T, T+W) arrive no earlier than T+W, so handing them over at the window
 boundary is exact. Windows in which nobody has anything to do are never executed: the harness
-jumps straight to the next event. Packet batches pass through as opaque ZMQ frames.
+jumps straight to the next event. Packet batches pass through as opaque frames.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 import pandas as pd
-import zmq
 
+from harness.cosim.channel_errors import BadMessage, ChannelError
 from harness.cosim.process import EngineProcess, describe_exit
 from harness.errors import ConfigError, EngineError, SimulationError
 from harness.protocol import cosim as pb
@@ -46,14 +46,12 @@ class SimResult:
 
 
 class Coordinator:
-    def __init__(self, sock: zmq.Socket, engines: list[EngineProcess], reply_timeout_s: float):
-        self.sock = sock
+    """Drives the engines over a channel (ZmqChannel or ShmChannel: send, poll, liveness_poll_s)."""
+
+    def __init__(self, channel, engines: list[EngineProcess], reply_timeout_s: float):
+        self.channel = channel
         self.engines = engines
-        self.ids = [e.name.encode() for e in engines]
-        self.index = {ident: i for i, ident in enumerate(self.ids)}
         self.reply_timeout_ms = int(reply_timeout_s * 1000)
-        self.poller = zmq.Poller()
-        self.poller.register(sock, zmq.POLLIN)
 
     # ---------------------------------------------------------------- receiving
     def _check_alive(self) -> None:
@@ -62,26 +60,33 @@ class Coordinator:
             if code is not None:
                 raise EngineError(e.name, f"{describe_exit(code)} unexpectedly", e.stderr_tail())
 
-    def recv(self, waiting: set[int], timeout_ms: int | None = None) -> tuple[int, "pb.Control", list]:
-        """Next message from one of `waiting`; fails on death, silence, garbage or Error."""
-        budget = self.reply_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + budget / 1000
+    def _poll(self, budget_ms: int, waiting: set[int]) -> tuple[int, bytes, list]:
+        """The next message; between slices of liveness_poll_s, looks for dead engines."""
+        deadline = time.monotonic() + budget_ms / 1000
+        slice_s = min(self.channel.liveness_poll_s, budget_ms / 1000)
+        spin = True  # only the first slice spins: a reply that takes longer is not coming soon
         while True:
-            if self.poller.poll(min(100, budget)):
-                frames = self.sock.recv_multipart(copy=False)
-                break
+            try:
+                got = self.channel.poll(slice_s, spin)
+            except BadMessage as bad:
+                eng = self.engines[bad.idx]
+                raise EngineError(eng.name, f"sent an undecodable message ({bad.reason})", eng.stderr_tail()) from None
+            if got is not None:
+                return got
+            spin = False
             self._check_alive()
             if time.monotonic() > deadline:
                 names = ", ".join(self.engines[i].name for i in sorted(waiting))
                 first = self.engines[min(waiting)]
-                raise EngineError(names, f"no answer within {budget / 1000:.1f} s (hung?)", first.stderr_tail())
-        idx = self.index.get(frames[0].bytes)
-        if idx is None:
-            raise EngineError(frames[0].bytes.decode(errors="replace"), "message from an unknown engine", None)
+                raise EngineError(names, f"no answer within {budget_ms / 1000:.1f} s (hung?)", first.stderr_tail())
+
+    def recv(self, waiting: set[int], timeout_ms: int | None = None) -> tuple[int, "pb.Control", list]:
+        """Next message from one of `waiting`; fails on death, silence, garbage or Error."""
+        idx, ctl_bytes, frames = self._poll(self.reply_timeout_ms if timeout_ms is None else timeout_ms, waiting)
         eng = self.engines[idx]
         ctl = pb.Control()
         try:
-            ctl.ParseFromString(frames[1].bytes)
+            ctl.ParseFromString(ctl_bytes)
             kind = ctl.WhichOneof("msg")
         except Exception as exc:  # protobuf raises DecodeError, upb may raise others
             raise EngineError(eng.name, f"sent an undecodable message ({exc})", eng.stderr_tail()) from None
@@ -94,7 +99,7 @@ class Coordinator:
             raise EngineError(eng.name, err.message, eng.stderr_tail())
         if idx not in waiting:
             raise EngineError(eng.name, f"sent '{kind}' when no answer was expected", eng.stderr_tail())
-        return idx, ctl, frames[2:]
+        return idx, ctl, frames
 
     def expect(self, idx: int, ctl, kind: str) -> None:
         got = ctl.WhichOneof("msg")
@@ -104,8 +109,8 @@ class Coordinator:
 
     def send(self, idx: int, ctl_bytes: bytes, frames: list | None = None) -> None:
         try:
-            self.sock.send_multipart([self.ids[idx], ctl_bytes, *(frames or [])], copy=False)
-        except zmq.ZMQError as exc:  # EHOSTUNREACH: the engine's socket is gone
+            self.channel.send(idx, ctl_bytes, frames)
+        except ChannelError as exc:
             self._check_alive()
             eng = self.engines[idx]
             raise EngineError(eng.name, f"cannot be reached ({exc})", eng.stderr_tail()) from None
@@ -217,6 +222,6 @@ class Coordinator:
         data = bye.SerializeToString()
         for i in range(len(self.engines)):
             try:
-                self.send(i, data)
-            except zmq.ZMQError:
+                self.channel.send(i, data)
+            except ChannelError:
                 pass

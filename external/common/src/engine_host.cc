@@ -8,8 +8,6 @@
 #include <random>
 #include <set>
 #include <thread>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
 
 #include "cais/errors.h"
 
@@ -91,55 +89,44 @@ void HostedModel::export_stats(proto::Stats* out) {
 // ------------------------------------------------------------------ protocol loop
 namespace {
 
-void send_control(zmq::socket_t& sock, const proto::Control& c, bool more = false) {
+std::string serialize(const proto::Control& c) {
   std::string bytes;
   c.SerializeToString(&bytes);
-  sock.send(zmq::buffer(bytes), more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  return bytes;
 }
 
-void send_error(zmq::socket_t& sock, const std::string& name, const std::string& msg, const std::string& key) {
+void send_error(EngineLink& link, const std::string& name, const std::string& msg, const std::string& key) {
   proto::Control c;
   auto* e = c.mutable_error();
   e->set_engine_name(name);
   e->set_message(msg);
   e->set_key(key);
-  send_control(sock, c);
+  link.send(serialize(c), {});
+  link.finish();
 }
 
 }  // namespace
 
-int run_engine_host(const std::string& endpoint, const std::string& name, const FaultInjection& fault) {
-  zmq::context_t ctx(1);
-  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
-  sock.set(zmq::sockopt::routing_id, name);
-  sock.set(zmq::sockopt::linger, 1000);
-  sock.connect(endpoint);
-  const pid_t parent = getppid();
-
+int run_engine_host(EngineLink& link, const std::string& name, const FaultInjection& fault) {
   {  // hello: lets the harness know this process is up
     proto::Control hello;
     hello.mutable_ready()->set_engine_name(name);
     hello.mutable_ready()->set_pid(static_cast<std::uint32_t>(getpid()));
     hello.mutable_ready()->set_next_event_ps(kNever);
-    send_control(sock, hello);
+    link.send(serialize(hello), {});
   }
 
   HostedModel model;
   std::uint64_t window = 0;
   TimePs window_ps = 0;
-  std::vector<zmq::message_t> frames;
+  std::vector<FrameView> frames;
+  std::vector<std::string> out_frames;
   try {
     for (;;) {
-      frames.clear();
-      // Poll so that an engine whose harness died does not linger forever.
-      zmq::pollitem_t item{static_cast<void*>(sock), 0, ZMQ_POLLIN, 0};
-      while (zmq::poll(&item, 1, std::chrono::milliseconds(1000)) == 0) {
-        if (getppid() != parent) return 3;
-      }
-      auto n = zmq::recv_multipart(sock, std::back_inserter(frames));
-      if (!n || frames.empty()) throw ProtocolError("empty message");
+      if (!link.recv(frames)) return 3;  // the harness is gone
+      if (frames.empty()) throw ProtocolError("empty message");
       proto::Control ctl;
-      if (!ctl.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())))
+      if (!ctl.ParseFromArray(frames[0].data, static_cast<int>(frames[0].size)))
         throw ProtocolError("undecodable control message");
 
       switch (ctl.msg_case()) {
@@ -152,7 +139,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           r->set_next_event_ps(model.sim().next_event_time());
           r->set_pid(static_cast<std::uint32_t>(getpid()));
           for (const auto& node : model.nodes()) r->add_components(node->name());
-          send_control(sock, reply);
+          link.send(serialize(reply), {});
           break;
         }
         case proto::Control::kAdvance: {
@@ -165,7 +152,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
               std::string junk(64, '\0');
               std::mt19937 g(7);
               for (auto& ch : junk) ch = static_cast<char>(g());
-              sock.send(zmq::buffer(junk), zmq::send_flags::none);
+              link.send_garbage(junk);
               continue;
             }
           }
@@ -175,7 +162,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           if (frames.size() != 1 + adv.num_batches()) throw ProtocolError("batch count does not match frames");
           proto::PacketBatch batch;
           for (std::size_t i = 1; i < frames.size(); ++i) {
-            if (!batch.ParseFromArray(frames[i].data(), static_cast<int>(frames[i].size())))
+            if (!batch.ParseFromArray(frames[i].data, static_cast<int>(frames[i].size)))
               throw ProtocolError("undecodable packet batch");
             for (const auto& p : batch.packets()) sim.deliver_inbound(p);
           }
@@ -185,7 +172,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           wd->set_now_ps(sim.now());  // time of the last event processed
           wd->set_next_event_ps(sim.next_event_time());
           wd->set_events(sim.events_processed());
-          std::vector<std::string> out_frames;
+          out_frames.clear();
           for (auto& b : sim.outbox()) {
             if (b.packets_size() == 0) continue;
             TimePs min_t = kNever;
@@ -199,10 +186,7 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           const bool done = model.done();
           wd->set_done(done);
           if (!done && sim.next_event_time() == kNever) wd->set_blocked_reason(model.blocked_reason());
-          send_control(sock, reply, !out_frames.empty());
-          for (std::size_t i = 0; i < out_frames.size(); ++i)
-            sock.send(zmq::buffer(out_frames[i]),
-                      i + 1 < out_frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+          link.send(serialize(reply), out_frames);
           break;
         }
         case proto::Control::kGetStats: {
@@ -214,10 +198,11 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
           ev->set_name("engine." + name + ".events");
           ev->set_unit("events");
           ev->set_value(static_cast<double>(model.sim().events_processed()));
-          send_control(sock, reply);
+          link.send(serialize(reply), {});
           break;
         }
         case proto::Control::kShutdown:
+          link.finish();
           return 0;
         default:
           throw ProtocolError("unexpected control message");
@@ -225,11 +210,11 @@ int run_engine_host(const std::string& endpoint, const std::string& name, const 
     }
   } catch (const ConfigError& e) {
     std::cerr << name << ": configuration error: " << e.what() << std::endl;
-    send_error(sock, name, e.what(), e.key());
+    send_error(link, name, e.what(), e.key());
     return 2;
   } catch (const std::exception& e) {
     std::cerr << name << ": " << e.what() << std::endl;
-    send_error(sock, name, e.what(), "");
+    send_error(link, name, e.what(), "");
     return 1;
   }
 }

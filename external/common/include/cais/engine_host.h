@@ -1,5 +1,5 @@
-// The engine process: a ZMQ DEALER that obeys the harness's lock-step protocol, hosting the
-// GPU and/or switch nodes assigned to it. Engine libraries register node factories; the host
+// The engine process: obeys the harness's lock-step protocol over an EngineLink (ZeroMQ or
+// shared memory), hosting the GPU and/or switch nodes assigned to it. Engine libraries register node factories; the host
 // builds whatever nodes its Configure names.
 #pragma once
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/engine_link.h"
 #include "cais/sim.h"
 #include "cosim.pb.h"
 
@@ -59,6 +60,6 @@ struct FaultInjection {
 };
 
 // Runs the protocol loop until Shutdown. Returns the process exit code.
-int run_engine_host(const std::string& endpoint, const std::string& name, const FaultInjection& f);
+int run_engine_host(EngineLink& link, const std::string& name, const FaultInjection& f);
 
 }  // namespace cais
