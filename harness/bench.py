@@ -1,17 +1,21 @@
 """cais-bench: measured speed of the co-simulation itself.
 
-    cais-bench harness [--requests N] [--gap-ns G] [--repeat R]
-    cais-bench floor [--windows N] [--transport ipc|tcp]
+    cais-bench harness [--requests N] [--gap-ns G] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
+    cais-bench floor [--windows N] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
     cais-bench os-floor
 
 `harness` runs 8 GPUs + 4 switches in 3 engine processes (2 GPU engines of 4 GPUs, 1 network
 engine) with sparse traffic, so that the lock-step loop, not the models, dominates. It reports
-the wall time per executed window, windows executed, and windows that idle-skipping saved.
+the wall time per executed window, windows executed, and windows that idle-skipping saved, for
+each transport (and, for shm, each spin bound), with the protocol floor measured beside it.
+Runs of the configurations alternate, so that load from other work hits them alike.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import time
 import sys
@@ -29,38 +33,77 @@ def _compose(overrides: list[str]):
         return compose(config_name="config", overrides=overrides)
 
 
-def bench_harness(requests: int, gap_ns: float, repeat: int) -> dict:
+def _variants(transports: list[str], spins: list[int]) -> list[tuple[str, str, int]]:
+    """(label, transport, spin_us) for every transport; shm once per spin bound."""
+    out = []
+    for t in transports:
+        if t == "shm":
+            out += [(f"shm spin={s}us" if len(spins) > 1 else "shm", t, s) for s in spins]
+        else:
+            out.append((t, t, spins[0]))
+    return out
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "all": [round(v, 1) for v in values]}
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # engines that have exited and been waited for
+    return ru.ru_utime + ru.ru_stime
+
+
+def harness_once(requests: int, gap_ns: float, transport: str, spin_us: int):
+    """One run; also returns the CPU time its engine processes used (spinning included)."""
     from harness.system import run_system
 
     cfg = _compose([f"traffic.requests_per_gpu={requests}", f"traffic.issue_gap_ns={gap_ns}",
-                    "traffic.max_outstanding=4", "cosim.gpus_per_process=4", "cosim.switches_per_process=4"])
-    runs = []
+                    "traffic.max_outstanding=4", "cosim.gpus_per_process=4", "cosim.switches_per_process=4",
+                    f"cosim.transport={transport}", f"cosim.shm_spin_us={spin_us}"])
+    cpu0 = _children_cpu_s()
+    result = run_system(cfg)
+    return result, _children_cpu_s() - cpu0
+
+
+def bench_harness(requests: int, gap_ns: float, repeat: int, transports: list[str], spins: list[int],
+                  floor_windows: int) -> dict:
+    variants = _variants(transports, spins)
+    runs: dict[str, list] = {label: [] for label, _, _ in variants}
+    engine_cpu: dict[str, list] = {label: [] for label, _, _ in variants}
+    floors: dict[str, list] = {label: [] for label, _, _ in variants}
     for _ in range(repeat):
-        r = run_system(cfg)
-        runs.append(r)
-    per_window = [r.loop_s / r.windows * 1e6 for r in runs]
-    best = runs[per_window.index(min(per_window))]
-    return {
-        "engine_processes": len(best.engines),
-        "window_ns": best.window_ps / 1000,
-        "simulated_us": best.end_ps / 1e6,
-        "windows_executed": best.windows,
-        "windows_skipped_by_idle_jump": best.windows_skipped,
-        "us_per_window_median": statistics.median(per_window),
-        "us_per_window_min": min(per_window),
-        "harness_cpu_us_per_window": best.loop_cpu_s / best.windows * 1e6,
-        "loop_wall_s": best.loop_s,
-        "repeats": repeat,
-    }
+        for label, transport, spin in variants:
+            result, cpu_s = harness_once(requests, gap_ns, transport, spin)
+            runs[label].append(result)
+            engine_cpu[label].append(cpu_s / result.windows * 1e6)
+            floors[label].append(bench_floor(floor_windows, transport=transport, spin_us=spin)["us_per_window"])
+    out = {}
+    for label, rs in runs.items():
+        r = rs[0]
+        out[label] = {
+            "engine_processes": len(r.engines),
+            "window_ns": r.window_ps / 1000,
+            "simulated_us": r.end_ps / 1e6,
+            "windows_executed": r.windows,
+            "windows_skipped_by_idle_jump": r.windows_skipped,
+            "us_per_window": _spread([x.loop_s / x.windows * 1e6 for x in rs]),
+            "harness_cpu_us_per_window": _spread([x.loop_cpu_s / x.windows * 1e6 for x in rs]),
+            # whole run (setup and stats included), all engines: what spinning costs the machine
+            "engine_cpu_us_per_window": _spread(engine_cpu[label]),
+            "protocol_floor_us_per_window": _spread(floors[label]),
+            "repeats": repeat,
+        }
+    return out
 
 
-def bench_floor(windows: int, engines: int = 3, transport: str = "ipc") -> dict:
+def bench_floor(windows: int, engines: int = 3, transport: str = "ipc", spin_us: int = 100) -> dict:
     """The protocol's own floor: engines that host nothing, advanced window after window."""
     from harness.cosim import launch
     from harness.protocol import cosim as pb
 
     names = [f"empty{i}" for i in range(engines)]
-    with launch(names, transport=transport) as coord:
+    with launch(names, transport=transport, shm_spin_us=spin_us) as coord:
         configures = []
         for i, name in enumerate(names):
             c = pb.Control()
@@ -80,6 +123,19 @@ def bench_floor(windows: int, engines: int = 3, transport: str = "ipc") -> dict:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"engine_processes": engines, "transport": transport, "windows": windows, "us_per_window": wall / windows * 1e6,
             "harness_cpu_us_per_window": cpu / windows * 1e6}
+
+
+def bench_floors(windows: int, repeat: int, transports: list[str], spins: list[int]) -> dict:
+    variants = _variants(transports, spins)
+    walls: dict[str, list] = {label: [] for label, _, _ in variants}
+    cpus: dict[str, list] = {label: [] for label, _, _ in variants}
+    for _ in range(repeat):
+        for label, transport, spin in variants:
+            r = bench_floor(windows, transport=transport, spin_us=spin)
+            walls[label].append(r["us_per_window"])
+            cpus[label].append(r["harness_cpu_us_per_window"])
+    return {label: {"engine_processes": 3, "windows": windows, "us_per_window": _spread(walls[label]),
+                    "harness_cpu_us_per_window": _spread(cpus[label]), "repeats": repeat} for label in walls}
 
 
 def bench_pipe(rounds: int = 5000, same_core: bool = False) -> dict:
@@ -105,25 +161,46 @@ def bench_pipe(rounds: int = 5000, same_core: bool = False) -> dict:
     return {"pipe_round_trip_us": us, "same_core": same_core, "rounds": rounds}
 
 
+def _load() -> dict:
+    return dict(zip(("1min", "5min", "15min"), (round(x, 2) for x in os.getloadavg())))
+
+
 def main(argv: list[str] | None = None) -> None:
+    from harness.cosim import DEFAULT_SPIN_US, TRANSPORTS
+
     ap = argparse.ArgumentParser(prog="cais-bench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
+
+    def transport_args(p):
+        p.add_argument("--transport", default="ipc,shm", help=f"comma-separated, of: {', '.join(TRANSPORTS)}")
+        p.add_argument("--spin-us", default=str(DEFAULT_SPIN_US),
+                       help="shm: spin bound(s) in microseconds, comma-separated")
+        p.add_argument("--repeat", type=int, default=3)
+
     h = sub.add_parser("harness", help="harness cost per lock-step window with 3 engine processes")
     h.add_argument("--requests", type=int, default=2000, help="requests per GPU")
     h.add_argument("--gap-ns", type=float, default=2000.0, help="gap between two requests of one GPU")
-    h.add_argument("--repeat", type=int, default=3)
+    h.add_argument("--floor-windows", type=int, default=3000)
+    transport_args(h)
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
     f.add_argument("--windows", type=int, default=3000)
-    f.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
+    transport_args(f)
     sub.add_parser("os-floor", help="pipe ping-pong between two processes (two cores, then one)")
     args = ap.parse_args(argv)
+    out: dict = {"load_average_before": _load()}
     if args.what == "os-floor":
-        out = {"two_cores": bench_pipe(), "one_core": bench_pipe(same_core=True)}
-    elif args.what == "harness":
-        out = bench_harness(args.requests, args.gap_ns, args.repeat)
-        out["protocol_floor"] = bench_floor(3000)
+        out.update({"two_cores": bench_pipe(), "one_core": bench_pipe(same_core=True)})
     else:
-        out = bench_floor(args.windows, transport=args.transport)
+        transports = [t for t in args.transport.split(",") if t]
+        bad = [t for t in transports if t not in TRANSPORTS]
+        if bad:
+            ap.error(f"--transport: {', '.join(bad)} not one of {', '.join(TRANSPORTS)}")
+        spins = [int(x) for x in args.spin_us.split(",") if x]
+        if args.what == "harness":
+            out.update(bench_harness(args.requests, args.gap_ns, args.repeat, transports, spins, args.floor_windows))
+        else:
+            out.update(bench_floors(args.windows, args.repeat, transports, spins))
+    out["load_average_after"] = _load()
     json.dump(out, sys.stdout, indent=2)
     print()
 

@@ -51,6 +51,8 @@ def test_required_systems_exist():
     ("system=nope", "system/nope: no such config; available: dgx_h100"),
     ("cosim.gpus_per_process=0", "cosim.gpus_per_process: must be a positive integer"),
     ("system.topology=ring", "system.topology: 'ring' is not one of: dgx, xbar, fat_tree"),
+    ("cosim.transport=udp", "cosim.transport: 'udp' is not one of: auto, shm, ipc, tcp"),
+    ("cosim.shm_spin_us=-1", "cosim.shm_spin_us: must be an integer >= 0, got -1"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, override, expected):
     proc = run_cli(override, f"out_dir={tmp_path}", check=False, timeout=60)

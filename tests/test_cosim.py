@@ -6,12 +6,16 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from harness import REPO_ROOT
-from tests.conftest import read_results, run_cli
+from tests.conftest import compose, read_results, run_cli
+
+# Transports for engines that the harness starts on this host.
+TRANSPORTS_LOCAL = ["ipc", "shm"]
 
 # Small but real traffic: every GPU talks to random peers through all four switch planes.
 SMALL = ["traffic.requests_per_gpu=400", "traffic.max_outstanding=16"]
@@ -40,10 +44,12 @@ def test_default_run_is_readable(engines, tmp_path):
     assert (out / "config.yaml").exists()
 
 
-def test_exact_across_process_boundaries(engines, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS_LOCAL)
+def test_exact_across_process_boundaries(engines, tmp_path, transport):
     """Packets crossing processes at every phase of a window get single-process timestamps."""
     single = run_to(tmp_path, "single", *PHASED, "cosim.colocate=true")
-    split = run_to(tmp_path, "split", *PHASED, "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    split = run_to(tmp_path, "split", *PHASED, "cosim.gpus_per_process=1", "cosim.switches_per_process=1",
+                   f"cosim.transport={transport}")
     same_files(single, split)
 
 
@@ -64,9 +70,32 @@ def test_determinism_and_seed_sensitivity(engines, tmp_path):
 
 
 def test_tcp_transport_matches_ipc(engines, tmp_path):
-    ipc = run_to(tmp_path, "ipc", *SMALL, "cosim.gpus_per_process=4")
+    ipc = run_to(tmp_path, "ipc", *SMALL, "cosim.gpus_per_process=4", "cosim.transport=ipc")
     tcp = run_to(tmp_path, "tcp", *SMALL, "cosim.gpus_per_process=4", "cosim.transport=tcp")
     same_files(ipc, tcp)
+
+
+def test_shm_transport_matches_ipc(engines, tmp_path):
+    """Byte-identical results over shared memory and ZeroMQ, in three partitions and two workloads
+    (the spin bound changes only timing: 0 makes every wait sleep)."""
+    for name, args in [("apart", [*PHASED, "cosim.gpus_per_process=1", "cosim.switches_per_process=1"]),
+                       ("mixed", [*SMALL, "cosim.gpus_per_process=3", "cosim.switches_per_process=2"]),
+                       ("halves", [*SMALL, "cosim.gpus_per_process=4", "seed=7"])]:
+        ipc = run_to(tmp_path, f"{name}-ipc", *args, "cosim.transport=ipc")
+        shm = run_to(tmp_path, f"{name}-shm", *args, "cosim.transport=shm")
+        same_files(ipc, shm)
+    sleepy = run_to(tmp_path, "halves-shm-nospin", *SMALL, "cosim.gpus_per_process=4", "seed=7",
+                    "cosim.transport=shm", "cosim.shm_spin_us=0")
+    same_files(tmp_path / "halves-ipc", sleepy)
+
+
+def test_default_transport_is_shm_for_local_launches():
+    from harness.cosim import DEFAULT_SPIN_US, resolve_transport
+
+    assert compose().cosim.transport == "auto"
+    assert compose().cosim.shm_spin_us == DEFAULT_SPIN_US
+    assert resolve_transport("auto", "local") == "shm"
+    assert resolve_transport("auto", "manual") == "ipc"
 
 
 def test_conservation_of_bytes(engines, tmp_path):
@@ -82,6 +111,58 @@ def test_conservation_of_bytes(engines, tmp_path):
 
 
 # ------------------------------------------------------------------------------ failures
+def dev_shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def shm_segments_held() -> list[str]:
+    """This process's mappings and fds of the harness's memfd segment."""
+    held = [line for line in Path("/proc/self/maps").read_text().splitlines() if "memfd:cais-cosim" in line]
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if "memfd:cais-cosim" in os.readlink(fd):
+                held.append(f"fd {fd.name}")
+        except OSError:
+            continue
+    return held
+
+
+def test_shm_segment_released_after_normal_and_failed_runs(engines):
+    """The segment is a memfd: never a name in /dev/shm, and unmapped and closed when launch() ends."""
+    from harness.cosim import launch
+    from harness.errors import EngineError
+    from harness.protocol import cosim as pb
+
+    before = dev_shm()
+    names = ["e0", "e1"]
+    for faults in (None, {"e1": "crash:1"}):
+        with pytest.raises(EngineError) if faults else nullcontext():
+            with launch(names, transport="shm", faults=faults) as coord:
+                assert len(shm_segments_held()) >= 2  # mapped, and the fd the engines inherit
+                configures = []
+                for i, name in enumerate(names):
+                    c = pb.Control()
+                    c.configure.engine_name, c.configure.engine_index, c.configure.window_ps = name, i, 1000
+                    configures.append(c)
+                coord.configure(configures)
+                adv = pb.Control()
+                adv.advance.until_ps = 1000
+                for i in range(len(names)):
+                    coord.send(i, adv.SerializeToString())
+                coord.gather("window_done", [0, 1])
+                pids = [e.proc.pid for e in coord.engines]
+        assert shm_segments_held() == []
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert dev_shm() <= before
+
+
+def test_shm_needs_local_launcher(tmp_path):
+    proc = run_cli("cosim.transport=shm", "cosim.launcher=manual", f"out_dir={tmp_path}", check=False, timeout=60)
+    assert proc.returncode != 0
+    assert "cosim.transport: shm needs cosim.launcher=local" in proc.stderr, proc.stderr
+
+
 FAULT_BASE = ["traffic.requests_per_gpu=3000", "traffic.issue_gap_ns=20", "cosim.gpus_per_process=4"]
 
 
@@ -112,23 +193,27 @@ def check_failure(proc, out: Path, engine: str, started: float, tag: str):
     assert engine_pids(tag) == set(), "engine processes left running"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS_LOCAL)
 @pytest.mark.parametrize("kind,expect", [("crash", "SIGABRT"), ("hang", "no answer"), ("garbage", "undecodable")])
-def test_engine_faults_end_the_run(engines, tmp_path, kind, expect):
+def test_engine_faults_end_the_run(engines, tmp_path, kind, expect, transport):
     tag = f"{kind}-{os.getpid()}-{time.time_ns()}"
     out = tmp_path / kind
+    shm_before = dev_shm()
     t0 = time.monotonic()
-    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0:{kind}:40", f"out_dir={out}", check=False, timeout=60,
-                   env={"CAIS_TEST_TAG": tag})
+    proc = run_cli(*FAULT_BASE, f"cosim.fault=net_engine0:{kind}:40", f"cosim.transport={transport}",
+                   f"out_dir={out}", check=False, timeout=60, env={"CAIS_TEST_TAG": tag})
     check_failure(proc, out, "net_engine0", t0, tag)
     assert expect in proc.stderr, proc.stderr
     assert "stderr of net_engine0" in proc.stderr or kind == "garbage"
+    assert dev_shm() <= shm_before, "files left in /dev/shm"
 
 
-def test_kill_9_of_an_engine(engines, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS_LOCAL)
+def test_kill_9_of_an_engine(engines, tmp_path, transport):
     tag = f"kill-{os.getpid()}-{time.time_ns()}"
     out = tmp_path / "kill"
     cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
-           "cosim.gpus_per_process=4", f"out_dir={out}"]
+           "cosim.gpus_per_process=4", f"cosim.transport={transport}", f"out_dir={out}"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "CAIS_TEST_TAG": tag})
     victim = None

@@ -23,11 +23,12 @@ class CosimConfig:
     """Switches hosted by one engine process."""
     colocate: bool = False
     """Host every node in one process (the single-process reference for exactness tests)."""
-    transport: str = "ipc"
-    """shm (shared memory, engines on this host; needs launcher=local), ipc (ZeroMQ over local
-    sockets) or tcp (ZeroMQ; engines may run on other hosts)."""
-    shm_spin_us: int = 100
-    """transport=shm: how long a waiting process spins (pause + sched_yield) before it sleeps."""
+    transport: str = "auto"
+    """auto (shm for launcher=local, else ipc), shm (shared memory: engines on this host that the
+    harness starts), ipc (ZeroMQ over local sockets) or tcp (ZeroMQ; engines may run elsewhere)."""
+    shm_spin_us: int = 1000
+    """transport=shm: how long a waiting process spins (pause + sched_yield) before it sleeps
+    (docs/PERFORMANCE.md: why 1000)."""
     tcp_host: str = "127.0.0.1"
     """Address the harness binds for transport=tcp (0.0.0.0 to accept remote engines)."""
     launcher: str = "local"

@@ -21,11 +21,11 @@ from harness.cosim.runner import Coordinator, SimResult
 from harness.errors import ConfigError
 from harness.protocol import cosim as pb
 
-__all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value", "TRANSPORTS"]
+__all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value", "TRANSPORTS", "resolve_transport"]
 
-DEFAULT_TRANSPORT = "ipc"
+DEFAULT_TRANSPORT = "auto"
 # How long a process waiting on the shared-memory channel spins before it sleeps (docs/PERFORMANCE.md).
-DEFAULT_SPIN_US = 100
+DEFAULT_SPIN_US = 1000
 
 
 def to_param_value(value: Any) -> "pb.ParamValue":
@@ -61,13 +61,21 @@ def _parse_faults(spec: str, names: Iterable[str]) -> dict[str, str]:
     return out
 
 
-TRANSPORTS = ("shm", "ipc", "tcp")
+TRANSPORTS = ("auto", "shm", "ipc", "tcp")
+
+
+def resolve_transport(transport: str, launcher: str) -> str:
+    """auto: shared memory for engines we start here, ZeroMQ over ipc:// for engines started by hand."""
+    if transport not in TRANSPORTS:
+        raise ConfigError("cosim.transport", f"'{transport}' is not one of: {', '.join(TRANSPORTS)}")
+    if transport == "auto":
+        return "shm" if launcher == "local" else "ipc"
+    return transport
 
 
 def open_channel(names: list[str], transport: str, launcher: str, log_dir, tcp_host: str, spin_us: int):
     """shm: shared memory, engines on this host started by us; ipc/tcp: ZeroMQ."""
-    if transport not in TRANSPORTS:
-        raise ConfigError("cosim.transport", f"'{transport}' is not one of: {', '.join(TRANSPORTS)}")
+    transport = resolve_transport(transport, launcher)
     if transport == "shm":
         if launcher != "local":
             raise ConfigError("cosim.transport", "shm needs cosim.launcher=local (engines inherit the segment); "

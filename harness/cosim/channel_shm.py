@@ -5,8 +5,10 @@ engines have all closed it, however they end. Engines inherit its fd.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from harness.cosim.channel_errors import BadMessage
-from harness.cosim.shm_lib import ShmHub
+from harness.cosim.shm_lib import load
 
 # Per direction per engine. Packet batches of a window are typically a few KB; larger messages
 # (Configure with a workload, Stats) stream through the ring.
@@ -18,23 +20,26 @@ class ShmChannel:
     liveness_poll_s = 0.001
 
     def __init__(self, names: list[str], spin_us: int):
-        self.hub = ShmHub(len(names), RING_BYTES)
-        self.pass_fds = (self.hub.fd,)
+        self._m = load()
+        self._hub = self._m.create(len(names), RING_BYTES)
+        self.fd: int = self._m.fd(self._hub)
+        self.pass_fds = (self.fd,)
         self.spin_us = spin_us
         self._spin_ns = spin_us * 1000
+        self._recv = partial(self._m.recv, self._hub)
+        # send(idx, control, frames=None): straight into C (one call per message on the hot path).
+        self.send = partial(self._m.send, self._hub)
 
     def engine_args(self, idx: int) -> list[str]:
-        return ["--shm-fd", str(self.hub.fd), "--slot", str(idx), "--spin-us", str(self.spin_us)]
-
-    def send(self, idx: int, control: bytes, frames: list | None = None) -> None:
-        self.hub.send(idx, control, frames)
+        return ["--shm-fd", str(self.fd), "--slot", str(idx), "--spin-us", str(self.spin_us)]
 
     def poll(self, timeout_s: float, spin: bool = False) -> tuple[int, bytes, list] | None:
         """(engine index, control bytes, batch frames), or None after timeout_s."""
-        got = self.hub.recv(self._spin_ns if spin else 0, int(timeout_s * 1e9))
+        got = self._recv(self._spin_ns if spin else 0, int(timeout_s * 1e9))
         if got is not None and got[1] is None:
             raise BadMessage(got[0], got[2])
         return got
 
     def close(self) -> None:
-        self.hub.close()
+        """Unmaps the segment and closes its fd; engines keep their own mapping until they exit."""
+        self._m.close(self._hub)

@@ -52,6 +52,7 @@ class Coordinator:
         self.channel = channel
         self.engines = engines
         self.reply_timeout_ms = int(reply_timeout_s * 1000)
+        self._slice_s = min(channel.liveness_poll_s, reply_timeout_s)
 
     # ---------------------------------------------------------------- receiving
     def _check_alive(self) -> None:
@@ -60,52 +61,63 @@ class Coordinator:
             if code is not None:
                 raise EngineError(e.name, f"{describe_exit(code)} unexpectedly", e.stderr_tail())
 
-    def _poll(self, budget_ms: int, waiting: set[int]) -> tuple[int, bytes, list]:
+    def _poll(self, budget_ms: int, waiting: set[int], spin: bool = True) -> tuple[int, bytes, list]:
         """The next message; between slices of liveness_poll_s, looks for dead engines."""
-        deadline = time.monotonic() + budget_ms / 1000
         slice_s = min(self.channel.liveness_poll_s, budget_ms / 1000)
-        spin = True  # only the first slice spins: a reply that takes longer is not coming soon
-        while True:
-            try:
-                got = self.channel.poll(slice_s, spin)
-            except BadMessage as bad:
-                eng = self.engines[bad.idx]
-                raise EngineError(eng.name, f"sent an undecodable message ({bad.reason})", eng.stderr_tail()) from None
+        try:
+            got = self.channel.poll(slice_s, spin)  # only the first slice spins
             if got is not None:
                 return got
-            spin = False
-            self._check_alive()
-            if time.monotonic() > deadline:
-                names = ", ".join(self.engines[i].name for i in sorted(waiting))
-                first = self.engines[min(waiting)]
-                raise EngineError(names, f"no answer within {budget_ms / 1000:.1f} s (hung?)", first.stderr_tail())
+            deadline = time.monotonic() + budget_ms / 1000
+            while True:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    names = ", ".join(self.engines[i].name for i in sorted(waiting))
+                    first = self.engines[min(waiting)]
+                    raise EngineError(names, f"no answer within {budget_ms / 1000:.1f} s (hung?)", first.stderr_tail())
+                got = self.channel.poll(slice_s, False)
+                if got is not None:
+                    return got
+        except BadMessage as bad:
+            self._undecodable(bad)
 
-    def recv(self, waiting: set[int], timeout_ms: int | None = None) -> tuple[int, "pb.Control", list]:
-        """Next message from one of `waiting`; fails on death, silence, garbage or Error."""
-        idx, ctl_bytes, frames = self._poll(self.reply_timeout_ms if timeout_ms is None else timeout_ms, waiting)
-        eng = self.engines[idx]
-        ctl = pb.Control()
+    def _undecodable(self, bad: BadMessage) -> None:
+        eng = self.engines[bad.idx]
+        raise EngineError(eng.name, f"sent an undecodable message ({bad.reason})", eng.stderr_tail()) from None
+
+    def recv(self, waiting: set[int], timeout_ms: int | None = None,
+             kind: str | None = None) -> tuple[int, "pb.Control", list]:
+        """Next message from one of `waiting` (of `kind`, if given); fails on death, silence,
+        garbage, Error, or a message nobody asked for."""
+        try:  # the common case first: a message within the first slice
+            got = self.channel.poll(self._slice_s, True) if timeout_ms is None else None
+        except BadMessage as bad:
+            self._undecodable(bad)
+        if got is None:
+            got = self._poll(self.reply_timeout_ms if timeout_ms is None else timeout_ms, waiting, timeout_ms is not None)
+        idx, ctl_bytes, frames = got
         try:
-            ctl.ParseFromString(ctl_bytes)
-            kind = ctl.WhichOneof("msg")
+            ctl = pb.Control.FromString(ctl_bytes)
+            what = ctl.WhichOneof("msg")
         except Exception as exc:  # protobuf raises DecodeError, upb may raise others
+            eng = self.engines[idx]
             raise EngineError(eng.name, f"sent an undecodable message ({exc})", eng.stderr_tail()) from None
-        if kind is None:
+        if what is None or what == "error" or idx not in waiting or (kind is not None and what != kind):
+            self._reject(idx, ctl, what, kind)
+        return idx, ctl, frames
+
+    def _reject(self, idx: int, ctl, got: str | None, kind: str | None) -> None:
+        eng = self.engines[idx]
+        if got is None:
             raise EngineError(eng.name, "sent an undecodable message (no known field)", eng.stderr_tail())
-        if kind == "error":
+        if got == "error":
             err = ctl.error
             if err.key:
                 raise ConfigError(err.key, f"rejected by engine {eng.name}: {err.message}")
             raise EngineError(eng.name, err.message, eng.stderr_tail())
-        if idx not in waiting:
-            raise EngineError(eng.name, f"sent '{kind}' when no answer was expected", eng.stderr_tail())
-        return idx, ctl, frames
-
-    def expect(self, idx: int, ctl, kind: str) -> None:
-        got = ctl.WhichOneof("msg")
-        if got != kind:
-            raise EngineError(self.engines[idx].name, f"sent '{got}' where '{kind}' was expected",
-                              self.engines[idx].stderr_tail())
+        if got != kind and kind is not None:
+            raise EngineError(eng.name, f"sent '{got}' where '{kind}' was expected", eng.stderr_tail())
+        raise EngineError(eng.name, f"sent '{got}' when no answer was expected", eng.stderr_tail())
 
     def send(self, idx: int, ctl_bytes: bytes, frames: list | None = None) -> None:
         try:
@@ -119,8 +131,7 @@ class Coordinator:
         waiting = set(targets)
         replies = {}
         while waiting:
-            idx, ctl, rest = self.recv(waiting, timeout_ms)
-            self.expect(idx, ctl, kind)
+            idx, ctl, rest = self.recv(waiting, timeout_ms, kind)
             waiting.discard(idx)
             replies[idx] = (ctl, rest)
         return replies
@@ -142,6 +153,8 @@ class Coordinator:
         last_event = 0  # the run's end: the last event anywhere (independent of the partition)
         windows = 0
         advance = pb.Control()
+        adv = advance.advance
+        send, recv = self.send, self.recv
         while True:
             t0 = min(min(next_event), min(pending_min))
             if t0 == NEVER:
@@ -150,36 +163,47 @@ class Coordinator:
                 raise SimulationError(f"simulated time passed cosim.max_sim_time_us ({max_time_ps / 1e6:.0f} us); "
                                       "raise it if the workload is meant to run that long")
             until = t0 + window_ps
+            adv.until_ps = until
+            adv.num_batches = 0
+            plain = advance.SerializeToString()  # one Advance for every engine without inbound batches
             active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
             for i in active:
-                advance.advance.until_ps = until
-                advance.advance.num_batches = len(pending[i])
-                self.send(i, advance.SerializeToString(), pending[i])
-                pending[i] = []
-                pending_min[i] = NEVER
+                batches = pending[i]
+                if batches:
+                    adv.num_batches = len(batches)
+                    send(i, advance.SerializeToString(), batches)
+                    adv.num_batches = 0
+                    pending[i] = []
+                    pending_min[i] = NEVER
+                else:
+                    send(i, plain)
             waiting = set(active)
             while waiting:
-                idx, ctl, frames = self.recv(waiting)
+                idx, ctl, frames = recv(waiting, None, "window_done")
                 waiting.discard(idx)
-                if ctl.WhichOneof("msg") != "window_done":
-                    self.expect(idx, ctl, "window_done")
                 wd = ctl.window_done
-                last_event = max(last_event, wd.now_ps)
+                now = wd.now_ps
+                if now > last_event:
+                    last_event = now
                 next_event[idx] = wd.next_event_ps
-                done[idx] = wd.done
-                blocked[idx] = wd.blocked_reason
-                if len(frames) != len(wd.batch_dst):
+                finished = done[idx] = wd.done
+                if not finished:
+                    blocked[idx] = wd.blocked_reason
+                dsts = wd.batch_dst
+                if len(dsts) != len(frames):
                     raise EngineError(self.engines[idx].name, "batch frames do not match their headers",
                                       self.engines[idx].stderr_tail())
-                for dst, tmin, frame in zip(wd.batch_dst, wd.batch_min_ps, frames):
-                    if dst >= n:
-                        raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}",
-                                          self.engines[idx].stderr_tail())
-                    if tmin < until:
-                        raise SimulationError(f"engine {self.engines[idx].name} sent a packet arriving at {tmin} ps, "
-                                              f"inside the current window ending {until} ps (lookahead broken)")
-                    pending[dst].append(frame)
-                    pending_min[dst] = min(pending_min[dst], tmin)
+                if frames:
+                    for dst, tmin, frame in zip(dsts, wd.batch_min_ps, frames):
+                        if dst >= n:
+                            raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}",
+                                              self.engines[idx].stderr_tail())
+                        if tmin < until:
+                            raise SimulationError(f"engine {self.engines[idx].name} sent a packet arriving at {tmin} "
+                                                  f"ps, inside the current window ending {until} ps (lookahead broken)")
+                        pending[dst].append(frame)
+                        if tmin < pending_min[dst]:
+                            pending_min[dst] = tmin
             windows += 1
             t_end = until
         # Everyone is idle. Engines that never ran report their state through an empty window.

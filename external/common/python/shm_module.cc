@@ -81,9 +81,9 @@ bool view_of(PyObject* obj, FrameView* out) {
   return true;
 }
 
-// send(hub, engine, control: bytes, frames: list[bytes] | None): queues one message, never blocks.
+// send(hub, engine, control: bytes[, frames: list[bytes] | None]): queues one message, never blocks.
 PyObject* send(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!check_args(nargs, 4, "send")) return nullptr;
+  if (nargs != 3 && !check_args(nargs, 4, "send")) return nullptr;
   HarnessHub* hub = hub_of(args[0]);
   if (hub == nullptr) return nullptr;
   const unsigned long engine = PyLong_AsUnsignedLong(args[1]);
@@ -95,7 +95,7 @@ PyObject* send(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   thread_local std::vector<FrameView> frames;
   frames.resize(1);
   if (!view_of(args[2], &frames[0])) return nullptr;
-  if (args[3] != Py_None) {
+  if (nargs == 4 && args[3] != Py_None) {
     if (!PyList_Check(args[3])) {
       PyErr_SetString(PyExc_TypeError, "frames must be a list of bytes or None");
       return nullptr;
@@ -177,7 +177,7 @@ PyMethodDef kMethods[] = {
      "close(hub)"},
     {"fd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fd)), METH_FASTCALL, "fd(hub) -> int"},
     {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(send)), METH_FASTCALL,
-     "send(hub, engine, control, frames_or_None)"},
+     "send(hub, engine, control[, frames_or_None])"},
     {"recv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(recv)), METH_FASTCALL,
      "recv(hub, spin_ns, max_ns) -> None | (engine, control, frames) | (engine, None, reason)"},
     {nullptr, nullptr, 0, nullptr}};

@@ -14,8 +14,8 @@
 // spinner hands its core to a runnable peer) for a bounded time, then sleeps on the process's
 // doorbell. A peer rings a doorbell (futex wake) only when its owner announced it is asleep, so
 // the common case of a reply within the spin bound costs no system call besides sched_yield.
-// Both the engine (directly) and the Python harness (through the C ABI in capi/shm_capi.cc)
-// use this one implementation of the protocol.
+// Both the engine (directly) and the Python harness (through the CPython extension in
+// python/shm_module.cc) use this one implementation of the protocol.
 #pragma once
 #include <atomic>
 #include <cstddef>
