@@ -253,3 +253,16 @@ def test_manual_launcher_over_tcp(engines, tmp_path):
         for p in started:
             p.wait(timeout=10)
     same_files(ref, out)
+
+
+def test_bench_floor_reports_each_transport(engines):
+    """cais-bench floor runs over both local transports and says how loaded the machine was."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "harness.bench", "floor", "--windows", "50", "--repeat", "1",
+                           "--transport", "ipc,shm", "--spin-us", "0,1000"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {"ipc", "shm spin=0us", "shm spin=1000us", "load_average_before", "load_average_after"} <= set(out)
+    assert all(out[k]["us_per_window"]["median"] > 0 for k in ("ipc", "shm spin=0us", "shm spin=1000us"))
