@@ -98,6 +98,13 @@ def test_default_transport_is_shm_for_local_launches():
     assert resolve_transport("auto", "manual") == "ipc"
 
 
+def test_traffic_gap_shorter_than_a_round_trip_does_not_stall(engines, tmp_path):
+    """A completion restarts issuing when the window of outstanding requests was full (was a deadlock)."""
+    out = run_to(tmp_path, "dense", "traffic.requests_per_gpu=300", "traffic.issue_gap_ns=10",
+                 "traffic.max_outstanding=4")
+    assert read_results(out).loc[0, "requests"] == 8 * 300
+
+
 def test_conservation_of_bytes(engines, tmp_path):
     out = run_to(tmp_path, "cons", *SMALL, "traffic.read_fraction=0.25")
     import pandas as pd

@@ -48,13 +48,18 @@ class TrafficEndpoint : public NodeComponent {
     sim.stats().counter(name() + ".write_bytes", "B", &write_bytes_);
     sim.stats().histogram(name() + ".request_latency", "ns", &latency_ns_);
     sim.stats().value(name() + ".finish_time", "ps", [this] { return static_cast<double>(finish_ps_); });
-    if (requests_ > 0 && sim.num_gpus() > 1) schedule(0, kIssue);
+    if (requests_ > 0 && sim.num_gpus() > 1) {
+      schedule(0, kIssue);
+      issue_pending_ = true;
+    }
   }
 
   void handle(const Event& e) override {
     switch (e.kind) {
       case kPacketArrival: return on_arrival(static_cast<PacketHandle>(e.arg));
-      case kIssue: return issue();
+      case kIssue:
+        issue_pending_ = false;
+        return issue();
       case kPortFree: return pump(e.arg32);
       default: throw InvariantError("traffic endpoint: unknown event");
     }
@@ -94,7 +99,10 @@ class TrafficEndpoint : public NodeComponent {
       ++issued_;
       ++outstanding_;
       if (issue_gap_ps_ > 0) {
-        if (issued_ < requests_) schedule(sim_.now() + issue_gap_ps_, kIssue);
+        if (issued_ < requests_) {
+          schedule(sim_.now() + issue_gap_ps_, kIssue);
+          issue_pending_ = true;
+        }
         return;
       }
     }
@@ -159,7 +167,9 @@ class TrafficEndpoint : public NodeComponent {
         --outstanding_;
         finish_ps_ = sim_.now();
         sim_.packets().release(h);
-        if (issue_gap_ps_ == 0) issue();
+        // With a gap, the next issue is already scheduled unless the window of outstanding
+        // requests was full when it was due: then this completion restarts it.
+        if (issue_gap_ps_ == 0 || !issue_pending_) issue();
         return;
       }
       default:
@@ -169,6 +179,7 @@ class TrafficEndpoint : public NodeComponent {
 
   std::uint32_t node_;
   std::uint64_t requests_ = 0, issued_ = 0, outstanding_ = 0, max_outstanding_ = 1;
+  bool issue_pending_ = false;  // a kIssue event is scheduled
   std::uint64_t completed_ = 0, read_bytes_ = 0, write_bytes_ = 0;
   TimePs issue_gap_ps_ = 0, finish_ps_ = 0;
   std::uint32_t request_bytes_ = 128, flit_bytes_ = 16, header_flits_ = 1;
