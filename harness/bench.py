@@ -1,6 +1,7 @@
 """cais-bench: measured speed of the co-simulation itself.
 
-    cais-bench harness [--requests N] [--gap-ns G] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
+    cais-bench harness [--requests N] [--gap-ns G] [--outstanding K] [--repeat R] [--transport ipc,shm]
+                       [--spin-us US,...]
     cais-bench floor [--windows N] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
     cais-bench os-floor
 
@@ -54,30 +55,31 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def harness_once(requests: int, gap_ns: float, transport: str, spin_us: int):
+def harness_once(requests: int, gap_ns: float, outstanding: int, transport: str, spin_us: int):
     """One run; also returns the CPU time its engine processes used (spinning included)."""
     from harness.system import run_system
 
     cfg = _compose([f"traffic.requests_per_gpu={requests}", f"traffic.issue_gap_ns={gap_ns}",
-                    "traffic.max_outstanding=4", "cosim.gpus_per_process=4", "cosim.switches_per_process=4",
+                    f"traffic.max_outstanding={outstanding}", "cosim.gpus_per_process=4", "cosim.switches_per_process=4",
                     f"cosim.transport={transport}", f"cosim.shm_spin_us={spin_us}"])
     cpu0 = _children_cpu_s()
     result = run_system(cfg)
     return result, _children_cpu_s() - cpu0
 
 
-def bench_harness(requests: int, gap_ns: float, repeat: int, transports: list[str], spins: list[int],
-                  floor_windows: int) -> dict:
+def bench_harness(requests: int, gap_ns: float, outstanding: int, repeat: int, transports: list[str],
+                  spins: list[int], floor_windows: int) -> dict:
     variants = _variants(transports, spins)
     runs: dict[str, list] = {label: [] for label, _, _ in variants}
     engine_cpu: dict[str, list] = {label: [] for label, _, _ in variants}
     floors: dict[str, list] = {label: [] for label, _, _ in variants}
     for _ in range(repeat):
         for label, transport, spin in variants:
-            result, cpu_s = harness_once(requests, gap_ns, transport, spin)
+            result, cpu_s = harness_once(requests, gap_ns, outstanding, transport, spin)
             runs[label].append(result)
             engine_cpu[label].append(cpu_s / result.windows * 1e6)
-            floors[label].append(bench_floor(floor_windows, transport=transport, spin_us=spin)["us_per_window"])
+            if floor_windows:
+                floors[label].append(bench_floor(floor_windows, transport=transport, spin_us=spin)["us_per_window"])
     out = {}
     for label, rs in runs.items():
         r = rs[0]
@@ -91,7 +93,7 @@ def bench_harness(requests: int, gap_ns: float, repeat: int, transports: list[st
             "harness_cpu_us_per_window": _spread([x.loop_cpu_s / x.windows * 1e6 for x in rs]),
             # whole run (setup and stats included), all engines: what spinning costs the machine
             "engine_cpu_us_per_window": _spread(engine_cpu[label]),
-            "protocol_floor_us_per_window": _spread(floors[label]),
+            "protocol_floor_us_per_window": _spread(floors[label]) if floors[label] else None,
             "repeats": repeat,
         }
     return out
@@ -180,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     h = sub.add_parser("harness", help="harness cost per lock-step window with 3 engine processes")
     h.add_argument("--requests", type=int, default=2000, help="requests per GPU")
     h.add_argument("--gap-ns", type=float, default=2000.0, help="gap between two requests of one GPU")
-    h.add_argument("--floor-windows", type=int, default=3000)
+    h.add_argument("--outstanding", type=int, default=4, help="requests in flight per GPU (more: busier windows)")
+    h.add_argument("--floor-windows", type=int, default=3000, help="0: no protocol floor beside each run")
     transport_args(h)
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
     f.add_argument("--windows", type=int, default=3000)
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"--transport: {', '.join(bad)} not one of {', '.join(TRANSPORTS)}")
         spins = [int(x) for x in args.spin_us.split(",") if x]
         if args.what == "harness":
-            out.update(bench_harness(args.requests, args.gap_ns, args.repeat, transports, spins, args.floor_windows))
+            out.update(bench_harness(args.requests, args.gap_ns, args.outstanding, args.repeat, transports, spins,
+                                     args.floor_windows))
         else:
             out.update(bench_floors(args.windows, args.repeat, transports, spins))
     out["load_average_after"] = _load()
