@@ -4,6 +4,7 @@
                        [--spin-us US,...]
     cais-bench floor [--windows N] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
     cais-bench os-floor
+    cais-bench loop [--windows N]
 
 `harness` runs 8 GPUs + 4 switches in 3 engine processes (2 GPU engines of 4 GPUs, 1 network
 engine) with sparse traffic, so that the lock-step loop, not the models, dominates. It reports
@@ -140,6 +141,52 @@ def bench_floors(windows: int, repeat: int, transports: list[str], spins: list[i
                     "harness_cpu_us_per_window": _spread(cpus[label]), "repeats": repeat} for label in walls}
 
 
+class _InstantChannel:
+    """Engines that answer at once, in process: what is left is the harness's own Python."""
+
+    liveness_poll_s = 0.001
+
+    def __init__(self, reply: bytes, windows: int, engines: int):
+        self.reply, self.queue, self.left = reply, [], windows * engines
+
+    def send(self, idx: int, control: bytes, frames: list | None = None) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise StopIteration  # enough windows
+        self.queue.append(idx)
+
+    def poll(self, timeout_s: float, spin: bool = False):
+        return self.queue.pop(), self.reply, []
+
+
+class _Idle:
+    name = "instant"
+
+    def exit_code(self):
+        return None
+
+    def stderr_tail(self) -> str:
+        return ""
+
+
+def bench_loop(windows: int, engines: int = 3) -> dict:
+    """The lock-step loop (Coordinator.run) against engines that answer instantly, every engine
+    active in every window: the harness's Python cost per window, without any transport."""
+    from harness.cosim.runner import Coordinator
+    from harness.protocol import cosim as pb
+
+    done = pb.Control()
+    done.window_done.next_event_ps = 0  # always more to do
+    coord = Coordinator(_InstantChannel(done.SerializeToString(), windows, engines), [_Idle()] * engines, 5.0)
+    t0 = time.perf_counter()
+    try:
+        coord.run([0] * engines, 250_000, 2**62)
+    except StopIteration:
+        pass
+    return {"engine_processes": engines, "windows": windows,
+            "python_us_per_window": (time.perf_counter() - t0) / windows * 1e6}
+
+
 def bench_pipe(rounds: int = 5000, same_core: bool = False) -> dict:
     """The operating system's floor: a one-byte ping-pong between two processes over pipes."""
     import os
@@ -189,10 +236,14 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--windows", type=int, default=3000)
     transport_args(f)
     sub.add_parser("os-floor", help="pipe ping-pong between two processes (two cores, then one)")
+    lp = sub.add_parser("loop", help="the lock-step loop's own Python cost (engines that answer instantly)")
+    lp.add_argument("--windows", type=int, default=20000)
     args = ap.parse_args(argv)
     out: dict = {"load_average_before": _load()}
     if args.what == "os-floor":
         out.update({"two_cores": bench_pipe(), "one_core": bench_pipe(same_core=True)})
+    elif args.what == "loop":
+        out.update(bench_loop(args.windows))
     else:
         transports = [t for t in args.transport.split(",") if t]
         bad = [t for t in transports if t not in TRANSPORTS]
