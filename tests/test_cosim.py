@@ -146,6 +146,7 @@ def test_shm_segment_released_after_normal_and_failed_runs(engines):
         with pytest.raises(EngineError) if faults else nullcontext():
             with launch(names, transport="shm", faults=faults) as coord:
                 assert len(shm_segments_held()) >= 2  # mapped, and the fd the engines inherit
+                pids = [e.proc.pid for e in coord.engines]
                 configures = []
                 for i, name in enumerate(names):
                     c = pb.Control()
@@ -157,7 +158,6 @@ def test_shm_segment_released_after_normal_and_failed_runs(engines):
                 for i in range(len(names)):
                     coord.send(i, adv.SerializeToString())
                 coord.gather("window_done", [0, 1])
-                pids = [e.proc.pid for e in coord.engines]
         assert shm_segments_held() == []
         for pid in pids:
             assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
@@ -238,6 +238,26 @@ def test_kill_9_of_an_engine(engines, tmp_path, transport):
     proc.stderr = stderr  # check_failure reads returncode and stderr
     check_failure(proc, out, "gpu_engine1", killed_at, tag)
     assert "SIGKILL" in stderr
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS_LOCAL)
+def test_engines_exit_when_the_harness_is_killed(engines, tmp_path, transport):
+    tag = f"orphan-{os.getpid()}-{time.time_ns()}"
+    cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
+           "cosim.gpus_per_process=4", f"cosim.transport={transport}", f"out_dir={tmp_path / 'orphan'}"]
+    harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "CAIS_TEST_TAG": tag})
+    deadline = time.monotonic() + 30
+    while len(engine_pids(tag)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(engine_pids(tag)) == 3, "engines never started"
+    time.sleep(0.5)
+    harness.kill()
+    harness.wait()
+    killed_at = time.monotonic()
+    while engine_pids(tag) and time.monotonic() - killed_at < 10:
+        time.sleep(0.1)
+    assert engine_pids(tag) == set(), "engines outlived their harness by 10 s"
 
 
 def test_manual_launcher_over_tcp(engines, tmp_path):
