@@ -89,7 +89,7 @@ def test_shm_transport_matches_ipc(engines, tmp_path):
     same_files(tmp_path / "halves-ipc", sleepy)
 
 
-def test_default_transport_is_shm_for_local_launches():
+def test_default_transport_is_shm_for_local_launches(engines):
     from harness.cosim import DEFAULT_SPIN_US, resolve_transport
 
     assert compose().cosim.transport == "auto"

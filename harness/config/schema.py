@@ -24,8 +24,9 @@ class CosimConfig:
     colocate: bool = False
     """Host every node in one process (the single-process reference for exactness tests)."""
     transport: str = "auto"
-    """auto (shm for launcher=local, else ipc), shm (shared memory: engines on this host that the
-    harness starts), ipc (ZeroMQ over local sockets) or tcp (ZeroMQ; engines may run elsewhere)."""
+    """auto (shm for launcher=local when the build has the shm extension, else ipc), shm (shared
+    memory: engines on this host that the harness starts), ipc (ZeroMQ over local sockets) or
+    tcp (ZeroMQ; engines may run elsewhere)."""
     shm_spin_us: int = 1000
     """transport=shm: how long a waiting process spins (pause + sched_yield) before it sleeps
     (docs/PERFORMANCE.md: why 1000)."""

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Iterable
 
 from harness import engines as engine_paths
+from harness.cosim import shm_lib
 from harness.cosim.channel_shm import ShmChannel
 from harness.cosim.channel_zmq import ZmqChannel
 from harness.cosim.partition import Partition, partition
@@ -65,11 +66,12 @@ TRANSPORTS = ("auto", "shm", "ipc", "tcp")
 
 
 def resolve_transport(transport: str, launcher: str) -> str:
-    """auto: shared memory for engines we start here, ZeroMQ over ipc:// for engines started by hand."""
+    """auto: shared memory for engines we start here, ZeroMQ over ipc:// for engines started by
+    hand, and for a build without the shm extension (no Python headers, or built before it)."""
     if transport not in TRANSPORTS:
         raise ConfigError("cosim.transport", f"'{transport}' is not one of: {', '.join(TRANSPORTS)}")
     if transport == "auto":
-        return "shm" if launcher == "local" else "ipc"
+        return "shm" if launcher == "local" and shm_lib.available() else "ipc"
     return transport
 
 

@@ -23,6 +23,11 @@ FILE = MODULE + ".abi3.so"
 _module: ModuleType | None = None
 
 
+def available() -> bool:
+    """Whether the engine build made the extension (it needs the Python headers)."""
+    return (engine_paths.engine_dir() / FILE).is_file()
+
+
 def load() -> ModuleType:
     global _module
     if _module is None:
