@@ -71,3 +71,16 @@ def test_gpu_invariance_is_visible_to_a_compiler_pass():
                  "  ld.remote buf=A addr=[64*bx] peer=[3]\n  st buf=A addr=[64*g]\n.end\n")
     assert t.gpu_invariant(w2.kernels[0].program[0])
     assert not t.gpu_invariant(w2.kernels[0].program[1])
+
+
+@pytest.mark.parametrize("text,bx,loops,want", [
+    # tile t = bx + 132*L0, 7 tiles per row: offset = row*1000 + column*10
+    ("[10*bx + 1320*L0 + 930*floor((bx + 132*L0) / 7)]", 5, (2,), 38 * 1000 + 3 * 10),
+    ("[5 + floor((7 + bx) / 3)]", 9, (), 10),
+    ("[-2*floor((by) / 4)]", 0, (), 0),
+])
+def test_quotient_terms_round_trip_and_evaluate(text, bx, loops, want):
+    a = t.isa.Affine()
+    t.parse_affine(text, a)
+    assert t.format_affine(a) == text
+    assert t.eval_affine(a, bx=bx, loops=loops) == want

@@ -3,7 +3,8 @@
 Reads ``validate.input`` (CSV: name,kind,M,N,K,num_sms[,measured_us,...]; default: the measured
 H100 kernels of harness/data/measured/h100_kernels.csv), builds each kernel with
 harness.gpu.kernels (gemm, layernorm, attention), runs it on the GPU engine's standalone main
-with ``gpu.num_sms`` = the row's num_sms and the resolved ``gpu.*`` parameters, and returns the
+with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the row's measured SM clock when
+the input has one (column ``sm_clock_mhz``) and the resolved ``gpu.*`` parameters, and returns the
 rows with ``sim_us`` (and ``err_pct`` = 100 (sim - measured) / measured where measured).
 Host launch skew is set to 0: one GPU, timed from its own launch.
 """
@@ -29,17 +30,27 @@ DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics p
 def build(row: Any, params: dict[str, Any]):
     kind, M, N, K, sms = row["kind"], int(row["M"]), int(row["N"]), int(row["K"]), int(row["num_sms"])
     if kind == "gemm":
-        # The heuristic plans for the SMs the kernel gets. (Planning for the device's 132 SMs
-        # inside green contexts, as cuBLAS might, fits the 64-SM measurements worse: 10.1 % vs
-        # 8.2 % mean error; see docs/VALIDATION.md.)
-        plan = sms
-        cfg = kernels.choose_gemm(M, N, K, plan, params)
-        return kernels.gemm(M, N, K, plan, cfg, name=str(row["name"])), cfg.describe()
+        # cuBLAS launches the same kernel and grid in every SM partition (recorded per shape by
+        # scripts/measure/probe_partitions.py): replay that plan; shapes nobody recorded get the
+        # analytical heuristic, planned for the SMs the kernel has.
+        recorded = kernels.recorded_cublas_plan(str(row["name"]), M, N, K)
+        if recorded is not None:
+            cfg, kernel = recorded
+            return kernels.gemm(M, N, K, DEVICE_SMS, cfg, name=str(row["name"])), f"{cfg.describe()} ({kernel[15:]})"
+        cfg = kernels.choose_gemm(M, N, K, sms, params)
+        return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), cfg.describe()
     if kind == "layernorm":
         return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block"
     if kind == "attention":
         return kernels.attention(M, N, K, causal=True, name=str(row["name"])), "flash fwd causal"
     raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")
+
+
+def measured_clock_mhz(row: Any) -> float | None:
+    """The row's measured SM clock (column sm_clock_mhz, NVML median while the kernel ran back to
+    back), or None: rows without one run at the configured gpu.clock_mhz."""
+    v = pd.to_numeric(row.get("sm_clock_mhz", None), errors="coerce")
+    return float(v) if v == v and v is not None and v > 0 else None
 
 
 def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:
@@ -51,6 +62,9 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
     for _, row in df.iterrows():
         ov = dict(base)
         ov["gpu.num_sms"] = int(row["num_sms"])
+        clock = measured_clock_mhz(row)
+        if clock:  # the SM clock the kernel ran at (H100s throttle under the power cap)
+            ov["gpu.clock_mhz"] = clock
         wl, desc = build(row, ov)
         wls.append(wl)
         ovs.append(ov)

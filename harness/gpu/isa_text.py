@@ -65,13 +65,16 @@ class IsaSyntaxError(CaisError):
 _TERM = re.compile(r"\s*([+-])?\s*(?:(\d+)\s*\*\s*)?(bx|by|g|L\d+|\d+)\s*")
 
 
+_QUOT = re.compile(r"\s*([+-])?\s*(?:(\d+)\s*\*\s*)?floor\(\s*\(([^()]*)\)\s*/\s*(\d+)\s*\)\s*")
+
+
 def affine_is_zero(a) -> bool:
-    return not (a.base or a.block_x or a.block_y or a.gpu or any(a.loop) or a.modulo)
+    return not (a.base or a.block_x or a.block_y or a.gpu or any(a.loop) or a.modulo or len(a.quotient))
 
 
-def format_affine(a) -> str:
+def _linear_terms(a, with_base: bool = True) -> str:
     terms: list[tuple[int, str]] = []
-    if a.base:
+    if with_base and a.base:
         terms.append((a.base, ""))
     for coef, var in ((a.block_x, "bx"), (a.block_y, "by"), (a.gpu, "g")):
         if coef:
@@ -85,6 +88,18 @@ def format_affine(a) -> str:
         mag = abs(coef)
         body = str(mag) if not var else (var if mag == 1 else f"{mag}*{var}")
         out += (("-" if sign == "-" else "") if i == 0 else f" {sign} ") + body
+    return out
+
+
+def format_affine(a) -> str:
+    """'[base + c*bx + ... + s*floor((linear) / d) % m]' (quotient terms: scale*floor((...)/divisor))."""
+    out = _linear_terms(a)
+    for q in a.quotient:
+        inner = _linear_terms(q) or "0"
+        mag = abs(q.scale)
+        body = f"floor(({inner}) / {q.divisor})" if mag == 1 else f"{mag}*floor(({inner}) / {q.divisor})"
+        sign = "-" if q.scale < 0 else "+"
+        out = (f"-{body}" if sign == "-" else body) if not out else f"{out} {sign} {body}"
     if not out:
         out = "0"
     if a.modulo:
@@ -92,17 +107,8 @@ def format_affine(a) -> str:
     return f"[{out}]"
 
 
-def parse_affine(text: str, out) -> None:
-    """Parse '[...]' into the Affine message `out`."""
-    s = text.strip()
-    if not (s.startswith("[") and s.endswith("]")):
-        raise ValueError(f"affine expression must be in brackets: {text}")
-    s = s[1:-1]
-    out.Clear()
-    out.SetInParent()
-    if "%" in s:
-        s, mod = s.split("%", 1)
-        out.modulo = int(mod)
+def _parse_linear(s: str, out, allow_first_sign_missing: bool = True) -> None:
+    """Add the terms of a linear expression (constants, c*bx, c*by, c*g, c*Ln) to `out`."""
     pos = 0
     s = s.strip()
     loops: dict[int, int] = {}
@@ -131,13 +137,54 @@ def parse_affine(text: str, out) -> None:
             idx = int(var[1:])
             loops[idx] = loops.get(idx, 0) + coef
     if loops:
-        out.loop.extend(loops.get(i, 0) for i in range(max(loops) + 1))
+        have = list(out.loop)
+        n = max(len(have), max(loops) + 1)
+        merged = [(have[i] if i < len(have) else 0) + loops.get(i, 0) for i in range(n)]
+        del out.loop[:]
+        out.loop.extend(merged)
 
 
-def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] = ()) -> int:
+def parse_affine(text: str, out) -> None:
+    """Parse '[...]' into the Affine message `out`."""
+    s = text.strip()
+    if not (s.startswith("[") and s.endswith("]")):
+        raise ValueError(f"affine expression must be in brackets: {text}")
+    s = s[1:-1]
+    out.Clear()
+    out.SetInParent()
+    if "%" in s:
+        s, mod = s.split("%", 1)
+        out.modulo = int(mod)
+    linear = []
+    pos = 0
+    while True:  # cut the quotient terms out, parse the rest as a linear expression
+        m = _QUOT.search(s, pos)
+        if not m:
+            linear.append(s[pos:])
+            break
+        linear.append(s[pos:m.start()])
+        q = out.quotient.add(divisor=int(m.group(4)), scale=(-1 if m.group(1) == "-" else 1) * int(m.group(2) or 1))
+        if q.divisor <= 0:
+            raise ValueError("floor(.../d) needs d > 0")
+        _parse_linear(m.group(3), q)
+        pos = m.end()
+    rest = " ".join(x.strip() for x in linear if x.strip())
+    if rest.startswith("+"):
+        rest = rest[1:]
+    _parse_linear(rest, out)
+
+
+def _eval_linear(a, bx: int, by: int, g: int, loops: tuple[int, ...]) -> int:
     v = a.base + a.block_x * bx + a.block_y * by + a.gpu * g
     for c, l in zip(a.loop, loops):
         v += c * l
+    return v
+
+
+def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] = ()) -> int:
+    v = _eval_linear(a, bx, by, g, loops)
+    for q in a.quotient:
+        v += q.scale * (_eval_linear(q, bx, by, g, loops) // q.divisor)
     return v % a.modulo if a.modulo else v
 
 

@@ -10,8 +10,12 @@ heuristics do; split-K runs the K slices as concurrent launches followed by a re
 """
 from __future__ import annotations
 
+import csv
 import math
+import re
 from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
 
 from harness.gpu.isa_text import isa
 from harness.params.gpu import GpuParams
@@ -69,7 +73,10 @@ class GemmConfig:
     concurrent slice kernels + a reduction whose blocks depend on the slices' blocks).
     schedule 'dp_sk': cuBLAS/CUTLASS stream-K hybrid: full rows of tiles run data-parallel, the
     tail tiles of the last partial wave are split `split` ways so they fill the idle SMs, and
-    a dependent fix-up kernel sums their partials."""
+    a dependent fix-up kernel sums their partials.
+    schedule 'persistent': `grid` CTAs (cuBLAS sizes it for the whole device), CTA c computes
+    tiles c, c + grid, c + 2 grid, ... in order; inside a smaller SM partition the CTAs run in
+    rounds, as the hardware dispatches them."""
 
     tm: int
     tn: int
@@ -77,6 +84,7 @@ class GemmConfig:
     schedule: str = "dp"
     stages: int = 4
     cluster: int = 2
+    grid: int = 0
 
     @property
     def smem(self) -> int:
@@ -87,7 +95,8 @@ class GemmConfig:
         return 384 if self.tm * self.tn >= 128 * 256 else 256
 
     def describe(self) -> str:
-        return f"{self.tm}x{self.tn} {self.schedule} split{self.split}"
+        grid = f" grid{self.grid}" if self.schedule == "persistent" else ""
+        return f"{self.tm}x{self.tn} {self.schedule} split{self.split}{grid}"
 
 
 CANDIDATE_TILES = [(128, 256), (256, 128), (128, 128)]
@@ -105,7 +114,9 @@ def _params(p: GpuParams | dict | None) -> GpuParams:
 
 
 def _tail(M: int, N: int, num_sms: int, c: GemmConfig) -> tuple[int, int, int]:
-    """(data-parallel rows of tiles, tail tiles, tail split) of a dp_sk schedule."""
+    """(data-parallel rows of tiles, tail tiles, tail split) of a dp_sk schedule, sized for the
+    config's grid when it has one (a recorded cuBLAS launch), else for num_sms."""
+    num_sms = c.grid or num_sms
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
     tiles = gx * gy
     rows_dp = (tiles // num_sms) * num_sms // gx
@@ -172,6 +183,22 @@ def choose_gemm(M: int, N: int, K: int, num_sms: int, p: GpuParams | dict | None
     return best[1]
 
 
+def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
+    """(A rows, B rows) one CTA loads per K step, and the tile's mean extent (rows, columns).
+
+    Edge tiles hang over the matrix: TMA fills the overhang with zeros without memory traffic
+    while the tensor cores still compute the whole tile, so loads and stores move the tile's
+    mean in-bounds extent (M / tile rows, N / tile columns) and the mma stays tm x tn.
+    TMA multicast in a 2-CTA cluster: the CTAs share the larger operand, each loads half (the
+    recorded kernels' other cluster shapes, 2x2 and 2x4, were tried as per-axis sharing: it
+    fitted worse)."""
+    tm_eff = min(c.tm, math.ceil(M / math.ceil(M / c.tm)))
+    tn_eff = min(c.tn, math.ceil(N / math.ceil(N / c.tn)))
+    a_rows = max(1, tm_eff // c.cluster) if c.tm > c.tn else tm_eff
+    b_rows = max(1, tn_eff // c.cluster) if c.tm <= c.tn else tn_eff
+    return a_rows, b_rows, tm_eff, tn_eff
+
+
 def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: GemmConfig, a: int, b: int,
                  out: int, out_elem: int, out_base: int = 0, grid: tuple[int, int] | None = None,
                  tile0: int = 0):
@@ -189,9 +216,7 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
     pre = min(c.stages - 1, kt)
     lda = K * ELEM
     a0 = k0 * ELEM
-    # TMA multicast in a 2-CTA cluster: the CTAs share the larger operand, each loads half.
-    a_rows = c.tm // c.cluster if c.tm > c.tn else c.tm
-    b_rows = c.tn // c.cluster if c.tm <= c.tn else c.tn
+    a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
     col0, row0 = tile0 % gx, tile0 // gx
 
     def loads(shift: int):
@@ -223,8 +248,127 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
         addr = affine(out_base + row0 * c.tm * ld + col0 * c.tn * out_elem, bx=c.tn * out_elem)
     else:
         addr = affine(out_base, bx=c.tn * out_elem, by=c.tm * ld)
-    p.ins(isa.ST, buffer=out, addr=addr, rows=c.tm, row_bytes=c.tn * out_elem, row_stride=ld)
+    p.ins(isa.ST, buffer=out, addr=addr, rows=tm_eff, row_bytes=tn_eff * out_elem, row_stride=ld)
     return k
+
+
+def _persistent_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int,
+                            cta0: int, ctas: int, tiles_per_cta: int):
+    """CTAs cta0 .. cta0+ctas-1 of a persistent GEMM of c.grid CTAs, each computing
+    `tiles_per_cta` tiles: CTA cta = cta0 + bx takes tile t = cta + grid*L0 (row-major over the
+    (M/tm) x (N/tn) tiles) in loop L0; the K loop is L1. Tile row floor(t / gx) is a quotient
+    term, so every load and store addresses the right tile (the L2 model sees the real reuse)."""
+    gx = math.ceil(N / c.tn)
+    G = c.grid
+    k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
+                       smem_bytes=c.smem)
+    p = Program(k)
+    kt = max(1, math.ceil(K / TK))
+    pre = min(c.stages - 1, kt)
+    lda = K * ELEM
+    a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
+
+    def tile_addr(row_scale: int, col_scale: int, base: int, k_coef: int):
+        """base + row(t) * row_scale + col(t) * col_scale, t = cta0 + bx + G*L0, col = t - gx*row."""
+        e = affine(base + cta0 * col_scale, bx=col_scale, loops=(G * col_scale, k_coef))
+        e.quotient.add(base=cta0, block_x=1, loop=[G], divisor=gx, scale=row_scale - gx * col_scale)
+        return e
+
+    def loads(shift: int):
+        off = shift * TK * ELEM
+        # A tile: rows of tile row floor(t/gx); B tile (stored [N,K]): rows of tile column t mod gx
+        p.ins(isa.LD, is_async=True, buffer=a, addr=tile_addr(c.tm * lda, 0, off, TK * ELEM), rows=a_rows,
+              row_bytes=TK * ELEM, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=tile_addr(0, c.tn * lda, off, TK * ELEM), rows=b_rows,
+              row_bytes=TK * ELEM, row_stride=lda)
+
+    p.loop(tiles_per_cta)
+    p.loop(pre)
+    loads(0)
+    p.end()
+    if kt > pre:
+        p.loop(kt - pre)
+        loads(pre)
+        p.ins(isa.WAIT, count=2 * pre)
+        p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+        p.end()
+    p.loop(pre)
+    p.ins(isa.WAIT, count=0)
+    p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+    p.end()
+    ld = N * ELEM
+    p.ins(isa.ST, buffer=out, addr=tile_addr(c.tm * ld, c.tn * ELEM, 0, 0), rows=tm_eff, row_bytes=tn_eff * ELEM,
+          row_stride=ld)
+    p.end()
+    return k
+
+
+def _persistent_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int) -> None:
+    """One persistent launch as two kernels: the first T mod G CTAs own one tile more than the
+    rest. They go on two streams, the first at higher priority, so the SMs take CTAs in the
+    hardware's order (0, 1, 2, ...) when the grid does not fit at once."""
+    tiles = math.ceil(M / c.tm) * math.ceil(N / c.tn)
+    q, r = divmod(tiles, c.grid)
+    if r:
+        _persistent_gemm_kernel(wl, "gemm_persistent_head", M, N, K, c, a, b, out, 0, r, q + 1)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=0, priority=1)
+    if q:
+        _persistent_gemm_kernel(wl, "gemm_persistent", M, N, K, c, a, b, out, r, c.grid - r, q)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=1, priority=0)
+
+
+# ---------------------------------------------------------------- cuBLAS plans, as recorded
+CUBLAS_PLANS_CSV = Path(__file__).resolve().parents[1] / "data" / "measured" / "h100_partitions_kernels.csv"
+_NVJET = re.compile(r"nvjet_sm90_tst_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_[hv]_bz(?:_coop[AB])?(_splitK)?_")
+
+
+def plan_from_cublas_kernel(kernel: str, grid_ctas: int, M: int, N: int, K: int) -> GemmConfig | None:
+    """The GemmConfig of a cuBLAS nvjet kernel (name encodes tile MxN, K step x stages, cluster
+    shape, split-K) launched with `grid_ctas` CTAs; None for kernels this builder cannot express.
+    A split-K kernel's factor is the number of K slices that fit the grid in one round
+    (grid // tiles); finer stream-K-like factors (grid / gcd(tiles, grid)) fitted worse."""
+    m = _NVJET.search(kernel)
+    if not m or int(m.group(3)) != TK:
+        return None
+    tm, tn, stages = int(m.group(1)), int(m.group(2)), int(m.group(4))
+    cluster = min(2, int(m.group(5)) * int(m.group(6)))
+    tiles = math.ceil(M / tm) * math.ceil(N / tn)
+    if m.group(7):
+        split = max(1, min(grid_ctas // tiles, math.ceil(K / TK)))
+        return GemmConfig(tm, tn, split, "dp", stages, cluster)
+    if tiles <= grid_ctas:
+        return GemmConfig(tm, tn, 1, "dp", stages, cluster)
+    if tiles % grid_ctas == 0:
+        return GemmConfig(tm, tn, 1, "persistent", stages, cluster, grid=grid_ctas)
+    # the tile scheduler balances K iterations over the grid (stream-K): whole rounds of tiles
+    # data-parallel, the last partial round split along K over the grid, then a fix-up
+    return GemmConfig(tm, tn, 1, "dp_sk", stages, cluster, grid=grid_ctas)
+
+
+@lru_cache(maxsize=4)
+def recorded_cublas_kernels(path: str = str(CUBLAS_PLANS_CSV), partition: str = "132:primary") -> dict:
+    """{(name, M, N, K): (kernel name, grid CTAs)} of the GEMM kernel cuBLAS launched for each
+    measured shape (scripts/measure/probe_partitions.py; the same in every SM partition)."""
+    out = {}
+    p = Path(path)
+    if not p.is_file():
+        return out
+    with open(p, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["partition"] != partition or "nvjet" not in row["kernel"]:
+                continue
+            dims = [int(x) for x in row["grid"].strip("[]").split(",")]
+            out[(row["name"], int(row["M"]), int(row["N"]), int(row["K"]))] = (row["kernel"], math.prod(dims))
+    return out
+
+
+def recorded_cublas_plan(name: str, M: int, N: int, K: int) -> tuple[GemmConfig, str] | None:
+    """(config, kernel name) of the recorded cuBLAS launch for this shape, if there is one."""
+    rec = recorded_cublas_kernels().get((name, M, N, K))
+    if rec is None:
+        return None
+    cfg = plan_from_cublas_kernel(rec[0], rec[1], M, N, K)
+    return (cfg, rec[0]) if cfg else None
 
 
 RED_ROWS = 32  # rows of a tile one fix-up block sums
@@ -268,6 +412,9 @@ def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None =
     b = add_buffer(wl, "B", N * K * ELEM)
     out = add_buffer(wl, "C", M * N * ELEM)
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    if c.schedule == "persistent":
+        _persistent_gemm(wl, M, N, K, c, a, b, out)
+        return wl
     if c.schedule == "dp" and c.split == 1:
         _gemm_kernel(wl, "gemm", M, N, K, 0, K, c, a, b, out, ELEM)
         wl.launches.add(kernel=0, stream=0)

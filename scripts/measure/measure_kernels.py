@@ -46,7 +46,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 COLUMNS = ["name", "kind", "M", "N", "K", "num_sms", "measured_us", "tflops", "gpu",
-           "torch_version", "iters", "notes"]
+           "torch_version", "iters", "notes", "sm_clock_mhz"]
 L2_ROTATE_BYTES = 256 << 20  # rotate input sets until at least this many bytes are touched
 
 
@@ -61,6 +61,7 @@ class Bench:
         self.min_iters = min_iters
         self.max_iters = max_iters
         self.target_ms = target_ms
+        self.last_clock_mhz = ""
 
     def run(self, fns, est_us: float):
         """fns: list of closures (rotated input sets). Returns (median_us, iters)."""
@@ -86,7 +87,28 @@ class Bench:
             ends[i].record()
         torch.cuda.synchronize()
         ts = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+        self.last_clock_mhz = self.clock_under_load(fns, median(ts))
         return median(ts), iters
+
+    def clock_under_load(self, fns, us: float, ms: float = 60.0):
+        """Median SM clock (NVML, via torch.cuda.clock_rate) while the kernel runs back to back
+        for about `ms`: H100s throttle under the power cap at full load, so the clock a kernel
+        runs at depends on the kernel and on how many SMs it has. '' when NVML is unavailable."""
+        try:
+            torch.cuda.clock_rate()
+        except Exception:  # noqa: BLE001  (no pynvml / NVML)
+            return ""
+        n = max(4, int(ms * 1e3 / max(us, 1.0)))
+        for i in range(n):
+            fns[i % len(fns)]()
+        done = torch.cuda.Event()
+        done.record()
+        samples = []
+        while not done.query():
+            samples.append(torch.cuda.clock_rate())
+            time.sleep(0.002)
+        torch.cuda.synchronize()
+        return f"{median(samples):.0f}" if samples else ""
 
 
 def nsets_for(bytes_per_set: int) -> int:
@@ -403,7 +425,7 @@ def main():
             log(msg)
             traceback.print_exc()
             for name, M, N, K, lay in gemms:
-                out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms, measured_us="",
+                out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms, measured_us="", sm_clock_mhz="",
                         tflops="", iters=0, notes=f"FAILED green context: {type(e).__name__}", **base)
             continue
         try:
@@ -427,11 +449,11 @@ def main():
                     tf = flops / (us * 1e-6) / 1e12
                     out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms,
                             measured_us=f"{us:.3f}", tflops=f"{tf:.2f}", iters=it,
-                            notes=f"{notes0}; layout={lay}", **base)
+                            notes=f"{notes0}; layout={lay}", sm_clock_mhz=bench.last_clock_mhz, **base)
                     log(f"gemm {name:32s} M={M:6d} N={N:6d} K={K:6d} sms={num_sms:3d} {us:10.2f} us {tf:7.1f} TFLOP/s")
                 except Exception as e:
                     log(f"gemm {name} FAILED: {type(e).__name__}: {e}")
-                    out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms, measured_us="",
+                    out.row(name=name, kind="gemm", M=M, N=N, K=K, num_sms=num_sms, measured_us="", sm_clock_mhz="",
                             tflops="", iters=0, notes=f"FAILED {type(e).__name__}", **base)
             if cuda:
                 log_clocks(f"after GEMM sweep at num_sms={num_sms}")
@@ -440,12 +462,12 @@ def main():
                 try:
                     us, it = bench.run(make_layernorm(M, N, dev, dtype), nbytes / 2.5e12 * 1e6)
                     out.row(name=name, kind="layernorm", M=M, N=N, K=0, num_sms=num_sms,
-                            measured_us=f"{us:.3f}", tflops="", iters=it,
+                            measured_us=f"{us:.3f}", tflops="", iters=it, sm_clock_mhz=bench.last_clock_mhz,
                             notes=f"{notes0}; GBps={nbytes / (us * 1e-6) / 1e9:.1f}", **base)
                     log(f"layernorm {name:28s} M={M:6d} N={N:6d} sms={num_sms:3d} {us:10.2f} us {nbytes/(us*1e-6)/1e9:7.1f} GB/s")
                 except Exception as e:
                     log(f"layernorm {name} FAILED: {type(e).__name__}: {e}")
-                    out.row(name=name, kind="layernorm", M=M, N=N, K=0, num_sms=num_sms, measured_us="",
+                    out.row(name=name, kind="layernorm", M=M, N=N, K=0, num_sms=num_sms, measured_us="", sm_clock_mhz="",
                             tflops="", iters=0, notes=f"FAILED {type(e).__name__}", **base)
             if not args.no_attention:
                 for name, B, H, Sq, D, anote in attns:
@@ -456,12 +478,13 @@ def main():
                         tf = flops / (us * 1e-6) / 1e12
                         out.row(name=name, kind="attention", M=B * H, N=Sq, K=D, num_sms=num_sms,
                                 measured_us=f"{us:.3f}", tflops=f"{tf:.2f}", iters=it,
+                                sm_clock_mhz=bench.last_clock_mhz,
                                 notes=f"{notes0}; causal; batch={B} heads={H} {anote}".strip(), **base)
                         log(f"attention {name:28s} B={B} H={H} S={Sq} D={D} sms={num_sms:3d} {us:10.2f} us {tf:7.1f} TFLOP/s")
                     except Exception as e:
                         log(f"attention {name} FAILED: {type(e).__name__}: {e}")
                         out.row(name=name, kind="attention", M=B * H, N=Sq, K=D, num_sms=num_sms,
-                                measured_us="", tflops="", iters=0, notes=f"FAILED {type(e).__name__}", **base)
+                                measured_us="", sm_clock_mhz="", tflops="", iters=0, notes=f"FAILED {type(e).__name__}", **base)
         finally:
             part.__exit__(None, None, None)
         if cuda:

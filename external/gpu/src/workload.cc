@@ -82,6 +82,9 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
         throw ConfigError("workload", where(i) + ": flag.wait on remote memory is not supported (signal instead)");
       if (ins.op() == isa::MMA && (ins.m() == 0 || ins.n() == 0 || ins.k() == 0))
         throw ConfigError("workload", where(i) + ": mma needs m, n, k");
+      for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer()})
+        for (const isa::Quotient& q : a->quotient())
+          if (q.divisor() <= 0) throw ConfigError("workload", where(i) + ": quotient term needs divisor > 0");
       if (is_remote_op(ins.op())) dk.uses_remote = true;
       if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
       if (ins.op() == isa::LOOP) {

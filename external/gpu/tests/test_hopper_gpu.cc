@@ -715,3 +715,24 @@ TEST(Hopper, SeededJitterIsReproducibleAndChangesWithTheSeed) {
 
 }  // namespace
 }  // namespace cais::gpu
+
+namespace cais::gpu {
+TEST(Affine, QuotientTermsAreFloorDivisions) {
+  // tile t = bx + 132*L0 of a persistent kernel with 7 tiles per row: row floor(t/7), column t - 7*row
+  isa::Affine a;
+  a.set_block_x(10);
+  a.add_loop(1320);
+  isa::Quotient* q = a.add_quotient();
+  q->set_block_x(1);
+  q->add_loop(132);
+  q->set_divisor(7);
+  q->set_scale(1000 - 70);
+  const std::int64_t loops[] = {2};
+  const std::int64_t t = 5 + 132 * 2;  // 269 = row 38, column 3
+  EXPECT_EQ(eval_affine(a, 5, 0, 0, loops, 1), 38 * 1000 + 3 * 10);
+  EXPECT_EQ(t / 7, 38);
+  EXPECT_EQ(floor_div(-7, 2), -4);
+  EXPECT_EQ(floor_div(7, 2), 3);
+  EXPECT_EQ(floor_div(-8, 2), -4);
+}
+}  // namespace cais::gpu

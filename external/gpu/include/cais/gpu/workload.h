@@ -51,11 +51,25 @@ class Workload {
 };
 
 // value of an affine expression (see isa.proto)
-inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int64_t by, std::int64_t g,
+template <class Linear>
+inline std::int64_t eval_linear(const Linear& a, std::int64_t bx, std::int64_t by, std::int64_t g,
                                 const std::int64_t* loops, std::uint32_t depth) {
   std::int64_t v = a.base() + a.block_x() * bx + a.block_y() * by + a.gpu() * g;
   const int n = std::min<int>(a.loop_size(), static_cast<int>(depth));
   for (int i = 0; i < n; ++i) v += a.loop(i) * loops[i];
+  return v;
+}
+
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int64_t by, std::int64_t g,
+                                const std::int64_t* loops, std::uint32_t depth) {
+  std::int64_t v = eval_linear(a, bx, by, g, loops, depth);
+  for (const isa::Quotient& q : a.quotient())
+    v += q.scale() * floor_div(eval_linear(q, bx, by, g, loops, depth), q.divisor());
   if (a.modulo() > 0) {
     v %= a.modulo();
     if (v < 0) v += a.modulo();
