@@ -69,7 +69,7 @@ def test_split_k_and_stream_k_schedules_complete(exe):
 def test_calibrated_gemm_error_at_the_full_and_the_half_gpu(exe):
     """The committed calibration against every measured GEMM at 132 and 66 SMs (docs/VALIDATION.md):
     mean |error| <= 10 % at both; no shape beyond 25 % at 66 SMs; at 132 SMs two shapes (4- and
-    8-CTA cluster kernels) are 31-32 % off, so the guard there is 35 %."""
+    8-CTA cluster kernels) are 31 % off, so the guard there is 35 %."""
     from harness.experiments.validate_kernels import load_input, simulate_rows
     df = load_input(None)
     df = df[(df["kind"] == "gemm") & df["num_sms"].isin([132, 66]) & df["measured_us"].notna()]

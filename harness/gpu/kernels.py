@@ -199,6 +199,25 @@ def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
     return a_rows, b_rows, tm_eff, tn_eff
 
 
+def _k_pipeline(p: Program, c: GemmConfig, kt: int, pre: int, loads) -> None:
+    """The K loop of one tile: `pre` steps of async loads ahead (prologue), then load step
+    i + pre while the tensor cores work on step i, then drain the last `pre` steps.
+    `loads(shift)` emits the loads of step L + shift of the innermost loop L."""
+    p.loop(pre)
+    loads(0)
+    p.end()
+    if kt > pre:
+        p.loop(kt - pre)
+        loads(pre)
+        p.ins(isa.WAIT, count=2 * pre)
+        p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+        p.end()
+    p.loop(pre)
+    p.ins(isa.WAIT, count=0)
+    p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+    p.end()
+
+
 def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: GemmConfig, a: int, b: int,
                  out: int, out_elem: int, out_base: int = 0, grid: tuple[int, int] | None = None,
                  tile0: int = 0):
@@ -230,19 +249,7 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
         p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
         p.ins(isa.LD, is_async=True, buffer=b, addr=b_addr, rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
 
-    p.loop(pre)
-    loads(0)
-    p.end()
-    if kt > pre:
-        p.loop(kt - pre)
-        loads(pre)
-        p.ins(isa.WAIT, count=2 * pre)
-        p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
-        p.end()
-    p.loop(pre)
-    p.ins(isa.WAIT, count=0)
-    p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
-    p.end()
+    _k_pipeline(p, c, kt, pre, loads)
     ld = N * out_elem
     if tail:
         addr = affine(out_base + row0 * c.tm * ld + col0 * c.tn * out_elem, bx=c.tn * out_elem)
@@ -283,19 +290,7 @@ def _persistent_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig
               row_bytes=TK * ELEM, row_stride=lda)
 
     p.loop(tiles_per_cta)
-    p.loop(pre)
-    loads(0)
-    p.end()
-    if kt > pre:
-        p.loop(kt - pre)
-        loads(pre)
-        p.ins(isa.WAIT, count=2 * pre)
-        p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
-        p.end()
-    p.loop(pre)
-    p.ins(isa.WAIT, count=0)
-    p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
-    p.end()
+    _k_pipeline(p, c, kt, pre, loads)
     ld = N * ELEM
     p.ins(isa.ST, buffer=out, addr=tile_addr(c.tm * ld, c.tn * ELEM, 0, 0), rows=tm_eff, row_bytes=tn_eff * ELEM,
           row_stride=ld)

@@ -66,15 +66,15 @@ class GpuParams:
     block_jitter_frac: float = 0.02
     """Relative standard deviation of each block's compute time (seeded, per block)."""
     # BEGIN CALIBRATED (scripts/calibrate_gpu.py rewrites this block)
-    l2_bw_gbps: float = 10094.8
+    l2_bw_gbps: float = 9897.0
     """L2 bandwidth shared by all SMs, GB/s (fitted; microbenchmarks report ~5.5-7 TB/s)."""
     tc_efficiency: float = 1.0000
     """Fraction of peak tensor-core rate an mma reaches inside a K loop (fitted)."""
-    hbm_efficiency: float = 0.8725
+    hbm_efficiency: float = 0.8687
     """Fraction of peak HBM bandwidth reachable (fitted)."""
     tb_overhead_ns: float = 0.0
     """Fixed cost of one thread block: dispatch, prologue, epilogue (fitted)."""
-    kernel_launch_ns: float = 7692.7
+    kernel_launch_ns: float = 7277.1
     """From launch to first block dispatch, and between kernels of one stream (fitted)."""
     # END CALIBRATED
 
