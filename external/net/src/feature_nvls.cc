@@ -30,13 +30,13 @@ std::uint32_t Nvls::group_base(SwitchContext& ctx, std::uint32_t src, std::uint3
   return base;
 }
 
-SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t /*in_port*/, PacketHandle h) {
   const Packet& p = ctx.packet(h);
   switch (p.type) {
     case proto::PKT_MM_ST:
     case proto::PKT_MM_RED:
       if (p.origin >= ctx.num_gpus()) return Verdict::kForward;  // a copy a switch made
-      multicast(ctx, in_port, h, p.aux, p.aux);
+      multicast(ctx, h, p.aux, p.aux);
       return Verdict::kConsumed;
     case proto::PKT_DMA: {
       if (p.origin >= ctx.num_gpus()) return Verdict::kForward;  // a copy a switch made
@@ -44,18 +44,18 @@ SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t in_por
       const std::uint32_t n = dma_group_size(p.aux);
       if (op == DmaOp::kMulticastStore) {
         ++dma_multicasts_;
-        multicast(ctx, in_port, h, n, dma_aux(DmaOp::kStoreCopy, n));
+        multicast(ctx, h, n, dma_aux(DmaOp::kStoreCopy, n));
         return Verdict::kConsumed;
       }
       if (op == DmaOp::kMulticastReduce) {
         ++dma_multicasts_;
-        multicast(ctx, in_port, h, n, dma_aux(DmaOp::kReduceCopy, n));
+        multicast(ctx, h, n, dma_aux(DmaOp::kReduceCopy, n));
         return Verdict::kConsumed;
       }
       return Verdict::kForward;
     }
     case proto::PKT_MM_LD_REDUCE_REQ:
-      ld_reduce(ctx, in_port, h);
+      ld_reduce(ctx, h);
       return Verdict::kConsumed;
     case proto::PKT_MM_ACK: return on_ack(ctx, h);
     case proto::PKT_READ_RESP: return on_read_resp(ctx, h);
@@ -63,8 +63,7 @@ SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t in_por
   }
 }
 
-void Nvls::multicast(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h, std::uint32_t group_size,
-                     std::uint32_t copy_aux) {
+void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_size, std::uint32_t copy_aux) {
   // Copy what the copies need first: creating packets may move the pool.
   const Packet orig = ctx.packet(h);
   const std::uint32_t base = group_base(ctx, orig.src, group_size);
@@ -89,19 +88,19 @@ void Nvls::multicast(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h, 
     q.payload_bytes = orig.payload_bytes;
     q.flits = orig.flits;
     if (ctx.functional()) q.values = orig.values;
-    ctx.inject(c, in_port, cfg_.multicast_delay_ps);
+    ctx.inject_at_output(c, cfg_.multicast_delay_ps);
   }
   ++multicasts_;
   copies_ += group_size;
   if (cfg_.member_acks) {
-    acks_[key] = AckWait{group_size, group_size, in_port, orig.inject_ps};
+    acks_[key] = AckWait{group_size, group_size, orig.inject_ps};
   } else {
-    send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.inject_ps, in_port, cfg_.multicast_delay_ps);
+    send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.inject_ps, cfg_.multicast_delay_ps);
   }
 }
 
 void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
-                    std::uint32_t members, TimePs inject_ps, std::uint32_t in_port, TimePs delay_ps) {
+                    std::uint32_t members, TimePs inject_ps, TimePs delay_ps) {
   const PacketHandle r = ctx.new_packet();
   Packet& q = ctx.packet(r);
   q.type = proto::PKT_MM_ACK;
@@ -115,7 +114,7 @@ void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr
   q.payload_bytes = 0;
   q.flits = cfg_.shape.flits(0);
   ++acks_sent_;
-  ctx.inject(r, in_port, delay_ps);
+  ctx.inject_at_output(r, delay_ps);
 }
 
 SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
@@ -130,11 +129,11 @@ SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
   if (--w.remaining > 0) return Verdict::kConsumed;
   const AckWait done = w;
   acks_.erase(it);
-  send_ack(ctx, issuer, addr, tag, done.members, done.inject_ps, done.in_port, 0);
+  send_ack(ctx, issuer, addr, tag, done.members, done.inject_ps, 0);
   return Verdict::kConsumed;
 }
 
-void Nvls::ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
   const Packet orig = ctx.packet(h);
   const std::uint32_t base = group_base(ctx, orig.src, orig.aux);
   if (orig.count == 0)
@@ -145,7 +144,6 @@ void Nvls::ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) 
   ReadWait& w = reads_[stag];
   w.requester = orig.src;
   w.remaining = w.members = orig.aux;
-  w.in_port = in_port;
   w.group = orig.group;
   w.aux = orig.aux;
   w.payload_bytes = orig.count;
@@ -167,7 +165,7 @@ void Nvls::ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) 
     q.origin = node_;
     q.payload_bytes = 0;
     q.flits = orig.flits;  // a read request as the requester sized its own
-    ctx.inject(c, in_port, cfg_.multicast_delay_ps);
+    ctx.inject_at_output(c, cfg_.multicast_delay_ps);
     ++reads_sent_;
   }
   ++ld_reduces_;
@@ -207,9 +205,8 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
   q.payload_bytes = w.payload_bytes;
   q.flits = w.resp_flits;  // as the members sized their responses
   if (ctx.functional()) q.values.swap(w.sum);
-  const std::uint32_t port = w.in_port;
   reads_.erase(it);
-  ctx.inject(r, port, cfg_.reduce_delay_ps);
+  ctx.inject_at_output(r, cfg_.reduce_delay_ps);
   return Verdict::kConsumed;
 }
 

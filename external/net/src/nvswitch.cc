@@ -20,7 +20,7 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
   const auto ports = static_cast<std::uint32_t>(info.out.size());
   const std::uint32_t vcs = params_.vcs_per_port;
   routes_.build(sim, node);
-  in_.resize(ports);
+  in_.resize(2 * ports);  // the ports, then the replication queues of the outputs
   out_.resize(ports);
   for (std::uint32_t port = 0; port < ports; ++port) {
     const PortLink& link = info.out[port];
@@ -34,9 +34,13 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
     out_[port].init(sim, NodeComponent::name() + ".port" + std::to_string(port) + ".tx", link, vcs,
                     params_.vc_depth_flits, params_.flit_bytes, params_.stats_bin_ps);
   }
-  vca_.init(ports, vcs, params_.traffic_control);
-  swa_.init(ports, ports, vcs + 1);
-  ready_pending_.assign(static_cast<std::size_t>(ports) * (vcs + 1), 0);
+  for (std::uint32_t out = 0; out < ports; ++out)  // no upstream link: only the injection queue is used
+    in_[replication_input(out)].init(node, replication_input(out), PortLink{}, 0, vcs, params_.vc_depth_flits,
+                                     params_.credit_ps);
+  const auto inputs = static_cast<std::uint32_t>(in_.size());
+  vca_.init(ports, vcs, params_.traffic_control, inputs);
+  swa_.init(inputs, ports, vcs + 1);
+  ready_pending_.assign(static_cast<std::size_t>(inputs) * (vcs + 1), 0);
   for (std::uint32_t i = 0; i < params_.features.size(); ++i) {
     FeatureArgs a{&p, ports, i, node};
     features_.push_back(FeatureRegistry::instance().make(params_.features[i], a));
@@ -46,6 +50,7 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
   sim.stats().counter(n + ".packets_forwarded", "packets", &forwarded_);
   sim.stats().counter(n + ".packets_consumed_by_features", "packets", &consumed_);
   sim.stats().counter(n + ".packets_injected_by_features", "packets", &injected_);
+  sim.stats().counter(n + ".packets_injected_at_outputs", "packets", &injected_at_outputs_);
   sim.stats().histogram(n + ".residence", "ns", &residence_ns_);
   watched_ = sim.watched(n);
 }
@@ -65,11 +70,31 @@ std::uint32_t NvSwitch::port_toward(std::uint32_t dst) const {
 }
 
 void NvSwitch::inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) {
-  if (in_port >= in_.size()) throw InvariantError(NodeComponent::name() + ": inject on unknown port");
+  if (in_port >= num_ports()) throw InvariantError(NodeComponent::name() + ": inject on unknown port");
   Packet& p = sim_.packets()[h];
   if (p.flits == 0) p.flits = flits_for(p.payload_bytes, params_.flit_bytes, params_.header_flits);
   ++injected_;
   schedule(sim_.now() + delay_ps, kInject, h, in_port);
+}
+
+void NvSwitch::inject_at_output(PacketHandle h, TimePs delay_ps) {
+  Packet& p = sim_.packets()[h];
+  if (p.flits == 0) p.flits = flits_for(p.payload_bytes, params_.flit_bytes, params_.header_flits);
+  const std::uint32_t out = routes_.route(p);  // deterministic: make_entry routes it the same way
+  if (out == kNoRoute) {
+    std::ostringstream os;
+    os << NodeComponent::name() << ": no route to node " << p.dst << " for " << proto::PacketType_Name(p.type)
+       << " injected at an output";
+    throw InvariantError(os.str());
+  }
+  ++injected_;
+  ++injected_at_outputs_;
+  schedule(sim_.now() + delay_ps, kInject, h, replication_input(out));
+}
+
+std::string NvSwitch::input_name(std::uint32_t in) const {
+  if (is_replication_input(in)) return "replication queue of port" + std::to_string(in - num_ports());
+  return "port" + std::to_string(in);
 }
 
 void NvSwitch::schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) {
@@ -98,6 +123,8 @@ void NvSwitch::handle(const Event& e) {
       const bool was_empty = in_[port].empty(ivc);
       InputEntry entry = make_entry(h, port, sim_.now());
       entry.ready_ps = sim_.now() + params_.pipeline_ps();
+      if (is_replication_input(port) && entry.out_port != port - num_ports())
+        throw InvariantError(NodeComponent::name() + ": a packet in the " + input_name(port) + " routes elsewhere");
       in_[port].inject(entry);
       if (was_empty) head_changed(port, ivc);
       return;
@@ -116,7 +143,7 @@ InputEntry NvSwitch::make_entry(PacketHandle h, std::uint32_t in_port, TimePs he
   if (out == kNoRoute) {
     std::ostringstream os;
     os << NodeComponent::name() << ": no route to node " << p.dst << " for " << proto::PacketType_Name(p.type)
-       << " from node " << p.src << " (arrived on port " << in_port << ")";
+       << " from node " << p.src << " (arrived on " << input_name(in_port) << ")";
     throw InvariantError(os.str());
   }
   InputEntry e;
@@ -133,7 +160,7 @@ void NvSwitch::on_arrival(PacketHandle h) {
   Packet& p = sim_.packets()[h];
   const std::uint32_t port = p.hop_port;
   if (p.type == proto::PKT_CREDIT) return on_credit(port, h);
-  if (port >= in_.size()) throw InvariantError(NodeComponent::name() + ": packet on unknown port");
+  if (port >= num_ports()) throw InvariantError(NodeComponent::name() + ": packet on unknown port");
   const std::uint32_t vc = p.vc, flits = p.flits;
   in_[port].check_fits(p);
   if (watched_) {
@@ -245,7 +272,7 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   if (watched_) {
     const Packet& p = sim_.packets()[e.h];
     std::ostringstream os;
-    os << "send " << proto::PacketType_Name(p.type) << " id " << p.id << " port" << in << " vc" << vc << " -> port"
+    os << "send " << proto::PacketType_Name(p.type) << " id " << p.id << " " << input_name(in) << " vc" << vc << " -> port"
        << out << " vc" << e.out_vc << ", tail leaves at " << tail << " ps";
     sim_.trace(*this, os.str());
   }
@@ -279,7 +306,9 @@ std::string NvSwitch::blocked_reason() const {
       const EntryRing& q = in_[in].queue(vc);
       if (q.empty()) continue;
       const InputEntry& e = q.at(0);
-      os << "port" << in << (vc == in_[in].num_vcs() ? " injection queue" : " vc" + std::to_string(vc)) << ": "
+      os << input_name(in);
+      if (!is_replication_input(in)) os << (vc == in_[in].num_vcs() ? " injection queue" : " vc" + std::to_string(vc));
+      os << ": "
          << q.size() << " packets, head to port" << e.out_port;
       if (e.out_vc < 0) {
         os << " waiting for a downstream VC (credits:";
@@ -298,8 +327,8 @@ std::string NvSwitch::blocked_reason() const {
 void NvSwitch::check_drained() const {
   for (std::uint32_t in = 0; in < in_.size(); ++in)
     if (in_[in].packets_buffered() != 0)
-      throw InvariantError(NodeComponent::name() + ": packets left in input port " + std::to_string(in) + " (" +
-                           blocked_reason() + ")");
+      throw InvariantError(NodeComponent::name() + ": packets left in " + input_name(in) + " (" + blocked_reason() +
+                           ")");
   for (std::uint32_t port = 0; port < out_.size(); ++port)
     if (out_[port].connected() && !out_[port].channel().all_credits_home())
       throw InvariantError(NodeComponent::name() + ": credits of output port " + std::to_string(port) +

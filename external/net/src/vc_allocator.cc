@@ -55,8 +55,9 @@ VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
   }
 }
 
-void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control) {
+void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control, std::uint32_t num_inputs) {
   num_ports_ = num_ports;
+  num_inputs_ = num_inputs ? num_inputs : num_ports;
   vcs_ = vcs;
   tc_ = traffic_control;
   min_vcs(traffic_control);
@@ -64,7 +65,7 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
   waiters_.assign(num_ports, {});
-  waiting_.assign(static_cast<std::size_t>(num_ports) * num_ports * (vcs + 1), 0);
+  waiting_.assign(static_cast<std::size_t>(num_ports) * num_inputs_ * (vcs + 1), 0);
 }
 
 std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type,
@@ -90,7 +91,7 @@ std::uint32_t VcAllocator::held_count() const {
 }
 
 void VcAllocator::wait(std::uint32_t out_port, std::uint32_t in_port, std::uint32_t in_vc) {
-  std::uint8_t& w = waiting_[(static_cast<std::size_t>(out_port) * num_ports_ + in_port) * (vcs_ + 1) + in_vc];
+  std::uint8_t& w = waiting_[(static_cast<std::size_t>(out_port) * num_inputs_ + in_port) * (vcs_ + 1) + in_vc];
   if (w) return;
   w = 1;
   waiters_[out_port].emplace_back(in_port, in_vc);
@@ -100,7 +101,7 @@ void VcAllocator::take_waiters(std::uint32_t out_port, std::vector<std::pair<std
   out.clear();
   out.swap(waiters_[out_port]);
   for (const auto& w : out)
-    waiting_[(static_cast<std::size_t>(out_port) * num_ports_ + w.first) * (vcs_ + 1) + w.second] = 0;
+    waiting_[(static_cast<std::size_t>(out_port) * num_inputs_ + w.first) * (vcs_ + 1) + w.second] = 0;
 }
 
 }  // namespace cais::net

@@ -44,6 +44,11 @@ class FakeSwitch : public SwitchContext {
     ++injected;
     push(now_ + delay_ps + link_ps, kDeliver, h, 0, 0);
   }
+  void inject_at_output(PacketHandle h, TimePs delay_ps) override {
+    ++injected;
+    ++injected_at_outputs;
+    push(now_ + delay_ps + link_ps, kDeliver, h, 0, 0);
+  }
   void schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) override {
     if (t < now_) throw std::logic_error("timer in the past");
     push(t, kTimer, 0, feature_index, arg);
@@ -113,7 +118,7 @@ class FakeSwitch : public SwitchContext {
   std::uint32_t attached_below = 0xffffffffu;  // GPUs >= this are reached through another switch
   std::vector<Delivered> delivered;
   std::function<void(const Delivered&)> on_deliver;
-  std::uint64_t injected = 0, forwarded = 0, timers_fired = 0;
+  std::uint64_t injected = 0, injected_at_outputs = 0, forwarded = 0, timers_fired = 0;
 
  private:
   enum Kind { kArrive = 0, kTimer = 1, kDeliver = 2 };

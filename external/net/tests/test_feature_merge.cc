@@ -426,6 +426,10 @@ class NullContext : public SwitchContext {
     ++injected;
     pool_.release(h);
   }
+  void inject_at_output(PacketHandle h, TimePs) override {
+    ++injected;
+    pool_.release(h);
+  }
   void schedule_timer(TimePs, std::uint32_t, std::uint64_t) override { ++timers; }
   bool functional() const override { return functional_; }
   TimePs now_ = 0;

@@ -21,6 +21,10 @@
 // (multi-level fabrics) untouched, so each copy crosses the fabric on its own (no tree).
 // Tags of the reads an ld_reduce generates have bit 63 set; a READ_RESP is taken only when its
 // tag is one of those still outstanding here.
+// Every packet the switch makes (copies, reads, reduced responses, acks) is queued at the output
+// toward its dst (SwitchContext::inject_at_output): an NVSwitch replicates and reduces in its
+// crossbar, so the copies of a multicast leave their outputs concurrently instead of crossing
+// the crossbar one after another from the port the request came in on.
 //
 // DMA-driven NVLS (T3-NVLS; NVIDIA's DMA-based NVLS design): a PKT_DMA carries its operation
 // and group size in aux = (op << 16) | group_size (see dma_aux()):
@@ -78,23 +82,22 @@ class Nvls : public SwitchFeature {
 
  private:
   struct AckWait {
-    std::uint32_t remaining = 0, members = 0, in_port = 0;
+    std::uint32_t remaining = 0, members = 0;
     TimePs inject_ps = 0;
   };
   struct ReadWait {
-    std::uint32_t requester = 0, remaining = 0, members = 0, in_port = 0, group = 0, aux = 0;
+    std::uint32_t requester = 0, remaining = 0, members = 0, group = 0, aux = 0;
     std::uint32_t payload_bytes = 0, resp_flits = 0;
     std::uint64_t addr = 0, tag = 0;
     TimePs inject_ps = 0;
     std::vector<double> sum;
   };
   // Copies of `h` to every member of its group; the original is released.
-  void multicast(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h, std::uint32_t group_size,
-                 std::uint32_t copy_aux);
-  void ld_reduce(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+  void multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_size, std::uint32_t copy_aux);
+  void ld_reduce(SwitchContext& ctx, PacketHandle h);
   Verdict on_ack(SwitchContext& ctx, PacketHandle h);
   void send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
-                std::uint32_t members, TimePs inject_ps, std::uint32_t in_port, TimePs delay_ps);
+                std::uint32_t members, TimePs inject_ps, TimePs delay_ps);
   Verdict on_read_resp(SwitchContext& ctx, PacketHandle h);
   std::uint32_t group_base(SwitchContext& ctx, std::uint32_t src, std::uint32_t size) const;
 

@@ -5,7 +5,9 @@
 // or takes it (kConsumed: the feature now owns the handle and must forward, answer, merge or
 // release it). Features create packets of their own (responses, multicast copies, merged
 // writes, releases) through SwitchContext::inject, which enqueues them for routing from the
-// given input port as if they had arrived there; injected packets are routed directly and are
+// given input port as if they had arrived there, or through SwitchContext::inject_at_output,
+// which queues them at the output toward their dst (packets a switch replicates in its
+// crossbar, such as NVLS multicast copies); injected packets are routed directly and are
 // not offered to the features again. New features register by name and are
 // enabled from config (net.features), so adding one touches no router code.
 #pragma once
@@ -38,6 +40,10 @@ class SwitchContext {
   virtual void release(PacketHandle h) = 0;
   // Route `h` (its dst must be set) from `in_port` after `delay_ps` of processing.
   virtual void inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) = 0;
+  // Queue `h` (its dst must be set) at the output port toward its dst after `delay_ps`: it
+  // takes no input port's crossbar time and waits only for that output and its credits (how
+  // a switch that replicates in its crossbar sends each copy of a multicast).
+  virtual void inject_at_output(PacketHandle h, TimePs delay_ps) = 0;
   // Call feature `feature_index`'s on_timer(arg) at absolute time t.
   virtual void schedule_timer(TimePs t, std::uint32_t feature_index, std::uint64_t arg) = 0;
   virtual bool functional() const = 0;  // packets carry values

@@ -33,7 +33,9 @@ std::uint32_t min_vcs(bool traffic_control);
 
 class VcAllocator {
  public:
-  void init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control);
+  // `num_inputs` (crossbar inputs that may wait; 0: as many as ports) may exceed the ports
+  // when the router has inputs of its own (replication queues).
+  void init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control, std::uint32_t num_inputs = 0);
   // Try to grant a downstream VC at `out_port` for a packet of `type` and `flits`. Returns the
   // VC or -1 (then the caller waits for a credit or a release at that output).
   std::int32_t allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type, std::uint32_t flits);
@@ -53,8 +55,8 @@ class VcAllocator {
   std::vector<std::uint8_t> held_;          // [port * vcs + vc]
   std::vector<std::uint32_t> rr_;           // [port * 5 + class] next VC offset to try
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> waiters_;
-  std::vector<std::uint8_t> waiting_;       // [(port * in_ports + in) * (vcs+1) + vc] dedupe
-  std::uint32_t num_ports_ = 0;
+  std::vector<std::uint8_t> waiting_;       // [(port * num_inputs + in) * (vcs+1) + vc] dedupe
+  std::uint32_t num_ports_ = 0, num_inputs_ = 0;
 };
 
 }  // namespace cais::net
