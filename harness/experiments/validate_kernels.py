@@ -31,14 +31,15 @@ def build(row: Any, params: dict[str, Any]):
     kind, M, N, K, sms = row["kind"], int(row["M"]), int(row["N"]), int(row["K"]), int(row["num_sms"])
     if kind == "gemm":
         # cuBLAS launches the same kernel and grid in every SM partition (recorded per shape by
-        # scripts/measure/probe_partitions.py): replay that plan; shapes nobody recorded get the
-        # analytical heuristic, planned for the SMs the kernel has.
+        # scripts/measure/probe_partitions.py, harness/data/measured/h100_cublas_plans.csv):
+        # replay that plan; shapes nobody recorded get the analytical heuristic, which plans
+        # stream-K grids for the whole device as cuBLAS does and picks by the SMs the kernel has.
         recorded = kernels.recorded_cublas_plan(str(row["name"]), M, N, K)
         if recorded is not None:
             cfg, kernel = recorded
-            return kernels.gemm(M, N, K, DEVICE_SMS, cfg, name=str(row["name"])), f"{cfg.describe()} ({kernel[15:]})"
-        cfg = kernels.choose_gemm(M, N, K, sms, params)
-        return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), cfg.describe()
+            return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), f"{cfg.describe()} ({kernel[15:]})"
+        cfg = kernels.choose_gemm(M, N, K, sms, params, device_sms=DEVICE_SMS)
+        return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), f"{cfg.describe()} (heuristic)"
     if kind == "layernorm":
         return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block"
     if kind == "attention":

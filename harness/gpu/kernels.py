@@ -67,16 +67,18 @@ def add_buffer(wl, name: str, nbytes: int, dtype=isa.BF16, multicast: bool = Fal
 # ---------------------------------------------------------------- GEMM
 @dataclass(frozen=True)
 class GemmConfig:
-    """Tile shape, split-K factor and schedule of one GEMM.
+    """Tile shape, schedule and pipeline of one GEMM (tiles of tm x tn outputs, K in 64-wide steps).
 
-    schedule 'dp': data-parallel waves of tiles, each K range split `split` ways (split > 1:
-    concurrent slice kernels + a reduction whose blocks depend on the slices' blocks).
-    schedule 'dp_sk': cuBLAS/CUTLASS stream-K hybrid: full rows of tiles run data-parallel, the
-    tail tiles of the last partial wave are split `split` ways so they fill the idle SMs, and
-    a dependent fix-up kernel sums their partials.
-    schedule 'persistent': `grid` CTAs (cuBLAS sizes it for the whole device), CTA c computes
-    tiles c, c + grid, c + 2 grid, ... in order; inside a smaller SM partition the CTAs run in
-    rounds, as the hardware dispatches them."""
+    schedule 'dp': one block per tile, the hardware hands blocks to SMs as they free up; with
+      split > 1 the K range is cut into `split` concurrent slice kernels and a reduction kernel
+      whose blocks wait for their tile's slices (classic split-K).
+    schedule 'streamk': cuBLAS's persistent launch of `grid` CTAs (sized for the whole device) as
+      the CUTLASS stream-K hybrid: the first (tiles // grid) * grid tiles data-parallel, the
+      remaining tiles' K iterations split into `grid` equal contiguous ranges, one per CTA (static:
+      CTA c always owns range c), and the partial tiles summed in-kernel (fixup 'inline') or by a
+      separate reduction kernel (fixup 'reduce': cuBLAS's splitK kernels + splitKreduce).
+    schedule 'persistent': `grid` CTAs, CTA c computes tiles c, c + grid, ... (CUTLASS's static
+      persistent scheduler); inside a smaller SM partition the CTAs run in rounds."""
 
     tm: int
     tn: int
@@ -85,6 +87,7 @@ class GemmConfig:
     stages: int = 4
     cluster: int = 2
     grid: int = 0
+    fixup: str = "inline"
 
     @property
     def smem(self) -> int:
@@ -95,6 +98,8 @@ class GemmConfig:
         return 384 if self.tm * self.tn >= 128 * 256 else 256
 
     def describe(self) -> str:
+        if self.schedule == "streamk":
+            return f"{self.tm}x{self.tn} streamk grid{self.grid}" + (" +reduce" if self.fixup == "reduce" else "")
         grid = f" grid{self.grid}" if self.schedule == "persistent" else ""
         return f"{self.tm}x{self.tn} {self.schedule} split{self.split}{grid}"
 
@@ -113,20 +118,28 @@ def _params(p: GpuParams | dict | None) -> GpuParams:
     return GpuParams(**kw)
 
 
-def _tail(M: int, N: int, num_sms: int, c: GemmConfig) -> tuple[int, int, int]:
-    """(data-parallel rows of tiles, tail tiles, tail split) of a dp_sk schedule, sized for the
-    config's grid when it has one (a recorded cuBLAS launch), else for num_sms."""
-    num_sms = c.grid or num_sms
+def streamk_split(M: int, N: int, K: int, c: GemmConfig) -> dict:
+    """How a stream-K launch of c.grid CTAs divides the work: q = tiles // grid whole tiles per
+    CTA data-parallel (tiles 0 .. q*grid-1), then the K iterations of the last `sk_tiles` tiles
+    (sk_tiles * kt, flattened tile-major) in grid contiguous ranges: CTAs 0 .. head-1 get w + 1
+    iterations, the others w. `pieces` counts the (CTA, tile) pairs of those ranges: the partial
+    tiles a fix-up sums."""
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
-    tiles = gx * gy
-    rows_dp = (tiles // num_sms) * num_sms // gx
-    tail = tiles - rows_dp * gx
-    split = max(1, min(8, num_sms // max(tail, 1)))
-    return rows_dp, tail, split
+    tiles, kt, G = gx * gy, max(1, math.ceil(K / TK)), c.grid
+    q, sk_tiles = divmod(tiles, G)
+    w, head = divmod(sk_tiles * kt, G)
+    pieces, j = 0, 0
+    for cta in range(G):
+        n = w + (1 if cta < head else 0)
+        if n:
+            pieces += (j + n - 1) // kt - j // kt + 1
+        j += n
+    return dict(gx=gx, gy=gy, tiles=tiles, kt=kt, q=q, sk_tiles=sk_tiles, w=w, head=head, pieces=pieces)
 
 
 def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: GpuParams | dict | None = None) -> float:
-    """Analytical time of one configuration (the heuristic's cost model, not the simulation)."""
+    """Analytical time of one configuration on num_sms SMs (the heuristic's cost model, not the
+    simulation)."""
     p = _params(p)
     clk = p.clock_mhz * 1e6
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
@@ -147,10 +160,14 @@ def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: Gpu
         return t
 
     reduce_s = 0.0
-    if c.schedule == "dp_sk":
-        rows_dp, tail, s = _tail(M, N, num_sms, c)
-        t = waves(rows_dp * gx, kts) + waves(tail * s, math.ceil(kts / s))
-        reduce_s = (tail * c.tm * c.tn * (4 * s + ELEM)) / hbm + p.tb_overhead_ns * 1e-9
+    if c.schedule == "streamk":
+        sk = streamk_split(M, N, K, c)
+        t = waves(sk["q"] * c.grid, kts)
+        if sk["sk_tiles"]:  # every CTA's range, in rounds when the grid exceeds the SMs
+            t += math.ceil(c.grid / num_sms) * ((sk["w"] + 1) * step(min(c.grid, num_sms)) + fixed)
+            reduce_s = 2 * (sk["pieces"] - sk["sk_tiles"]) * c.tm * c.tn * 4 / hbm
+    elif c.schedule == "persistent":
+        t = math.ceil(c.grid / num_sms) * math.ceil(gx * gy / c.grid) * (kts * step(min(c.grid, num_sms)) + fixed)
     else:
         t = waves(gx * gy * c.split, math.ceil(kts / c.split))
         if c.split > 1:
@@ -159,7 +176,9 @@ def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: Gpu
     return t * 1e6 + p.kernel_launch_ns * 1e-3
 
 
-def candidates(M: int, N: int, K: int, num_sms: int) -> list[GemmConfig]:
+def candidates(M: int, N: int, K: int, num_sms: int, device_sms: int | None = None) -> list[GemmConfig]:
+    """Tile shapes x (split-K factors, or a stream-K launch of device_sms CTAs when there are more
+    tiles than that, as cuBLAS plans for the whole device)."""
     out = []
     for tm, tn in CANDIDATE_TILES:
         tiles = math.ceil(M / tm) * math.ceil(N / tn)
@@ -167,16 +186,20 @@ def candidates(M: int, N: int, K: int, num_sms: int) -> list[GemmConfig]:
             if s > 1 and (K // s < 512 or tiles >= num_sms):
                 continue
             out.append(GemmConfig(tm, tn, s))
-        if tiles > num_sms and tiles % num_sms:
-            c = GemmConfig(tm, tn, 1, "dp_sk")
-            if _tail(M, N, num_sms, c)[2] > 1 and K >= 1024:
-                out.append(c)
+        if device_sms and tiles > device_sms:
+            out.append(GemmConfig(tm, tn, 1, "streamk", grid=device_sms))
+        elif device_sms and 2 * tiles <= device_sms and K >= 2048:
+            out.append(GemmConfig(tm, tn, 1, "streamk", grid=device_sms // tiles * tiles, fixup="reduce"))
     return out
 
 
-def choose_gemm(M: int, N: int, K: int, num_sms: int, p: GpuParams | dict | None = None) -> GemmConfig:
+def choose_gemm(M: int, N: int, K: int, num_sms: int, p: GpuParams | dict | None = None,
+                device_sms: int | None = None) -> GemmConfig:
+    """The fastest candidate by estimate_gemm_us on num_sms SMs (the heuristic for shapes without a
+    recorded cuBLAS plan). device_sms: the SMs the library plans its grids for (the whole GPU,
+    also inside an SM partition); None plans only data-parallel and split-K launches."""
     best = None
-    for c in candidates(M, N, K, num_sms):
+    for c in candidates(M, N, K, num_sms, device_sms):
         t = estimate_gemm_us(M, N, K, num_sms, c, p)
         if best is None or t < best[0] - 1e-9:
             best = (t, c)
@@ -184,11 +207,11 @@ def choose_gemm(M: int, N: int, K: int, num_sms: int, p: GpuParams | dict | None
 
 
 def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
-    """(A rows, B rows) one CTA loads per K step, and the tile's mean extent (rows, columns).
+    """(A rows, B rows) one CTA loads per K step, and the tile's mean in-bounds extent (rows,
+    columns).
 
-    Edge tiles hang over the matrix: TMA fills the overhang with zeros without memory traffic
-    while the tensor cores still compute the whole tile, so loads and stores move the tile's
-    mean in-bounds extent (M / tile rows, N / tile columns) and the mma stays tm x tn.
+    Edge tiles hang over the matrix: TMA fills the overhang with zeros without memory traffic,
+    so loads and stores move the tile's mean in-bounds extent (M / tile rows, N / tile columns).
     TMA multicast in a 2-CTA cluster: the CTAs share the larger operand, each loads half (the
     recorded kernels' other cluster shapes, 2x2 and 2x4, were tried as per-axis sharing: it
     fitted worse)."""
@@ -199,63 +222,95 @@ def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
     return a_rows, b_rows, tm_eff, tn_eff
 
 
-def _k_pipeline(p: Program, c: GemmConfig, kt: int, pre: int, loads) -> None:
-    """The K loop of one tile: `pre` steps of async loads ahead (prologue), then load step
+def _mma_shape(M: int, N: int, c: GemmConfig) -> tuple[int, int]:
+    """The (m, n) of one K step's mma: all tm rows (the warpgroups' 64-row blocks run whether or
+    not their rows are in bounds) by the in-bounds columns rounded up to 8, the wgmma N granule
+    (an edge tile's out-of-bounds columns cost no tensor-core time). Chosen over the two
+    alternatives on the measured kernels: padding both (the recorded 128x160 kernel on N = 512
+    then needs more than the tensor-core peak at its measured clock) and padding neither (the
+    320x64 split-K kernel on M = 384 is then 40 % too fast at 66 SMs)."""
+    tn_eff = _tile_rows(M, N, c)[3]
+    return c.tm, min(c.tn, math.ceil(tn_eff / 8) * 8)
+
+
+def _k_pipeline(p: Program, c: GemmConfig, steps: int, pre: int, loads, mma: tuple[int, int]) -> None:
+    """A K loop of `steps` steps: `pre` steps of async loads ahead (prologue), then load step
     i + pre while the tensor cores work on step i, then drain the last `pre` steps.
     `loads(shift)` emits the loads of step L + shift of the innermost loop L."""
+    mm, mn = mma
     p.loop(pre)
     loads(0)
     p.end()
-    if kt > pre:
-        p.loop(kt - pre)
+    if steps > pre:
+        p.loop(steps - pre)
         loads(pre)
         p.ins(isa.WAIT, count=2 * pre)
-        p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+        p.ins(isa.MMA, m=mm, n=mn, k=TK, dtype=isa.BF16)
         p.end()
     p.loop(pre)
     p.ins(isa.WAIT, count=0)
-    p.ins(isa.MMA, m=c.tm, n=c.tn, k=TK, dtype=isa.BF16)
+    p.ins(isa.MMA, m=mm, n=mn, k=TK, dtype=isa.BF16)
     p.end()
 
 
 def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: GemmConfig, a: int, b: int,
-                 out: int, out_elem: int, out_base: int = 0, grid: tuple[int, int] | None = None,
-                 tile0: int = 0):
-    """One GEMM kernel over K range [k0, k0+kl): A [M,K] row-major, B stored [N,K] (NT).
-
-    grid None: the full (N/tn, M/tm) grid. Otherwise a (tiles, 1) grid of linear tiles starting
-    at tile0 (tail kernels): bx walks the tile columns modulo N/tn, rows start at tile0's row."""
+                 out: int, out_elem: int, out_base: int = 0):
+    """One GEMM kernel over the K range [k0, k0+kl), a (N/tn, M/tm) grid of tiles: A [M,K]
+    row-major, B stored [N,K] (NT)."""
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
-    tail = grid is not None
-    grid_x, grid_y = grid if tail else (gx, gy)
-    k = wl.kernels.add(name=name, grid_x=grid_x, grid_y=grid_y, threads_per_block=c.threads, regs_per_thread=168,
+    k = wl.kernels.add(name=name, grid_x=gx, grid_y=gy, threads_per_block=c.threads, regs_per_thread=168,
                        smem_bytes=c.smem)
     p = Program(k)
     kt = max(1, math.ceil(kl / TK))
-    pre = min(c.stages - 1, kt)
     lda = K * ELEM
-    a0 = k0 * ELEM
     a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
-    col0, row0 = tile0 % gx, tile0 // gx
 
     def loads(shift: int):
-        off = a0 + shift * TK * ELEM
-        if tail:
-            a_addr = affine(off + row0 * c.tm * lda, loops=(TK * ELEM,))
-            b_addr = affine(off + col0 * c.tn * lda, bx=c.tn * lda, loops=(TK * ELEM,), mod=gx * c.tn * lda)
-        else:
-            a_addr = affine(off, by=c.tm * lda, loops=(TK * ELEM,))
-            b_addr = affine(off, bx=c.tn * lda, loops=(TK * ELEM,))
-        p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
-        p.ins(isa.LD, is_async=True, buffer=b, addr=b_addr, rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
+        off = (k0 + shift * TK) * ELEM
+        p.ins(isa.LD, is_async=True, buffer=a, addr=affine(off, by=c.tm * lda, loops=(TK * ELEM,)), rows=a_rows,
+              row_bytes=TK * ELEM, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)), rows=b_rows,
+              row_bytes=TK * ELEM, row_stride=lda)
 
-    _k_pipeline(p, c, kt, pre, loads)
+    _k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, _mma_shape(M, N, c))
     ld = N * out_elem
-    if tail:
-        addr = affine(out_base + row0 * c.tm * ld + col0 * c.tn * out_elem, bx=c.tn * out_elem)
-    else:
-        addr = affine(out_base, bx=c.tn * out_elem, by=c.tm * ld)
-    p.ins(isa.ST, buffer=out, addr=addr, rows=tm_eff, row_bytes=tn_eff * out_elem, row_stride=ld)
+    p.ins(isa.ST, buffer=out, addr=affine(out_base, bx=c.tn * out_elem, by=c.tm * ld), rows=tm_eff,
+          row_bytes=tn_eff * out_elem, row_stride=ld)
+    return k
+
+
+def _tile_term(e, divisor: int, scale: int, base: int = 0, bx: int = 0, loop: tuple[int, ...] = ()):
+    """Add scale * floor((base + bx*blockIdx.x + sum(loop[i]*L_i)) / divisor) to affine e."""
+    if scale:
+        e.quotient.add(base=base, block_x=bx, loop=list(loop), divisor=divisor, scale=scale)
+    return e
+
+
+def _linear_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int, tiles: int):
+    """Tiles 0 .. tiles-1 (row-major over the (M/tm) x (N/tn) tiles), one per block of a
+    (tiles, 1) grid, handed to SMs as they free up: tile row floor(bx / gx) is a quotient term."""
+    gx = math.ceil(N / c.tn)
+    k = wl.kernels.add(name=name, grid_x=tiles, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
+                       smem_bytes=c.smem)
+    p = Program(k)
+    kt = max(1, math.ceil(K / TK))
+    lda, step = K * ELEM, TK * ELEM
+    a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
+
+    def tile_addr(row_scale: int, col_scale: int, base: int, k_coef: int):
+        """base + row(t) row_scale + col(t) col_scale, t = bx, col = t - gx row."""
+        return _tile_term(affine(base, bx=col_scale, loops=(k_coef,)), gx, row_scale - gx * col_scale, bx=1)
+
+    def loads(shift: int):
+        p.ins(isa.LD, is_async=True, buffer=a, addr=tile_addr(c.tm * lda, 0, shift * step, step), rows=a_rows,
+              row_bytes=step, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=tile_addr(0, c.tn * lda, shift * step, step), rows=b_rows,
+              row_bytes=step, row_stride=lda)
+
+    _k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, _mma_shape(M, N, c))
+    ld = N * ELEM
+    p.ins(isa.ST, buffer=out, addr=tile_addr(c.tm * ld, c.tn * ELEM, 0, 0), rows=tm_eff, row_bytes=tn_eff * ELEM,
+          row_stride=ld)
     return k
 
 
@@ -271,26 +326,22 @@ def _persistent_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig
                        smem_bytes=c.smem)
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
-    pre = min(c.stages - 1, kt)
-    lda = K * ELEM
+    lda, step = K * ELEM, TK * ELEM
     a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
 
     def tile_addr(row_scale: int, col_scale: int, base: int, k_coef: int):
         """base + row(t) * row_scale + col(t) * col_scale, t = cta0 + bx + G*L0, col = t - gx*row."""
         e = affine(base + cta0 * col_scale, bx=col_scale, loops=(G * col_scale, k_coef))
-        e.quotient.add(base=cta0, block_x=1, loop=[G], divisor=gx, scale=row_scale - gx * col_scale)
-        return e
+        return _tile_term(e, gx, row_scale - gx * col_scale, base=cta0, bx=1, loop=(G,))
 
     def loads(shift: int):
-        off = shift * TK * ELEM
-        # A tile: rows of tile row floor(t/gx); B tile (stored [N,K]): rows of tile column t mod gx
-        p.ins(isa.LD, is_async=True, buffer=a, addr=tile_addr(c.tm * lda, 0, off, TK * ELEM), rows=a_rows,
-              row_bytes=TK * ELEM, row_stride=lda)
-        p.ins(isa.LD, is_async=True, buffer=b, addr=tile_addr(0, c.tn * lda, off, TK * ELEM), rows=b_rows,
-              row_bytes=TK * ELEM, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=a, addr=tile_addr(c.tm * lda, 0, shift * step, step), rows=a_rows,
+              row_bytes=step, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=tile_addr(0, c.tn * lda, shift * step, step), rows=b_rows,
+              row_bytes=step, row_stride=lda)
 
     p.loop(tiles_per_cta)
-    _k_pipeline(p, c, kt, pre, loads)
+    _k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, _mma_shape(M, N, c))
     ld = N * ELEM
     p.ins(isa.ST, buffer=out, addr=tile_addr(c.tm * ld, c.tn * ELEM, 0, 0), rows=tm_eff, row_bytes=tn_eff * ELEM,
           row_stride=ld)
@@ -312,96 +363,230 @@ def _persistent_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, 
         wl.launches.add(kernel=len(wl.kernels) - 1, stream=1, priority=0)
 
 
+def _streamk_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int, ws: int,
+                    sk: dict, cta0: int, ctas: int, w: int, j0: int):
+    """CTAs cta0 .. cta0+ctas-1 of the stream-K part (streamk_split): CTA cta0 + bx runs the K
+    iterations j = j0 + w*bx + i (i < w) of the flattened (tile, k step) space: tile
+    t = floor(j / kt), k step j - kt t, tile row floor(j / (kt gx)), column t - gx row, all
+    quotient terms, so each load addresses the right tile and k step for the L2 model. Then it
+    writes its partial tile(s) to the workspace; fix-up 'inline' (CUTLASS stream-K): it reads a
+    peer's partial back and writes its share of the finished tiles to C; fix-up 'reduce': a
+    separate reduction kernel does that."""
+    gx, kt, G = sk["gx"], sk["kt"], c.grid
+    k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
+                       smem_bytes=c.smem)
+    p = Program(k)
+    lda, step = K * ELEM, TK * ELEM
+    a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
+
+    def flat_addr(row_scale: int, col_scale: int, k_scale: int, shift: int, loop: tuple[int, ...]):
+        """row(t) row_scale + col(t) col_scale + kstep k_scale at j = j0 + shift + w bx + loop.L."""
+        jb = j0 + shift
+        e = affine(jb * k_scale, bx=w * k_scale, loops=tuple(x * k_scale for x in loop))
+        _tile_term(e, kt, col_scale - kt * k_scale, base=jb, bx=w, loop=loop)
+        return _tile_term(e, kt * gx, row_scale - gx * col_scale, base=jb, bx=w, loop=loop)
+
+    def loads(shift: int):
+        p.ins(isa.LD, is_async=True, buffer=a, addr=flat_addr(c.tm * lda, 0, step, shift, (1,)), rows=a_rows,
+              row_bytes=step, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=b, addr=flat_addr(0, c.tn * lda, step, shift, (1,)), rows=b_rows,
+              row_bytes=step, row_stride=lda)
+
+    _k_pipeline(p, c, w, min(c.stages - 1, w), loads, _mma_shape(M, N, c))
+    tile_ws = c.tm * c.tn * 4
+    ws_addr = affine(cta0 * tile_ws, bx=tile_ws)
+    ws_row = tn_eff * 4
+    if c.fixup == "reduce":  # every piece to the workspace
+        rows = max(1, round(tm_eff * sk["pieces"] / G))
+        p.ins(isa.ST, buffer=ws, addr=ws_addr, rows=rows, row_bytes=ws_row, row_stride=ws_row)
+    else:  # pieces that do not finish their tile to the workspace; finishing CTAs add them and store
+        rows = max(1, round(tm_eff * (sk["pieces"] - sk["sk_tiles"]) / G))
+        p.ins(isa.ST, buffer=ws, addr=ws_addr, rows=rows, row_bytes=ws_row, row_stride=ws_row)
+        p.ins(isa.LD, buffer=ws, addr=ws_addr, rows=rows, row_bytes=ws_row, row_stride=ws_row)
+        p.ins(isa.ST, buffer=out, addr=flat_addr(c.tm * N * ELEM, c.tn * ELEM, 0, 0, ()),
+              rows=max(1, round(tm_eff * sk["sk_tiles"] / G)), row_bytes=tn_eff * ELEM, row_stride=N * ELEM)
+    return k
+
+
+def _streamk_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int) -> None:
+    """A stream-K launch of c.grid CTAs (streamk_split). The data-parallel tiles are one block
+    each, handed out as SMs free up: in SM partitions smaller than the grid the measured kernels
+    behave so (a 132-CTA launch of 8 tiles per CTA takes ~1.3x, not 2x, as long on 128 SMs as on
+    132). The stream-K ranges are static per CTA, as (up to) two kernels: CTAs 0 .. head-1 with
+    one iteration more than the rest, dispatched in CTA order after the data-parallel tiles. With
+    fix-up 'reduce' a reduction kernel follows, its blocks waiting for all the CTAs."""
+    sk = streamk_split(M, N, K, c)
+    G, w, head, kt, q = c.grid, sk["w"], sk["head"], sk["kt"], sk["q"]
+    mains = []
+    if q:
+        _linear_gemm_kernel(wl, "gemm_dp", M, N, K, c, a, b, out, q * G)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=0, priority=2)
+        mains.append(len(wl.launches) - 1)
+    if not sk["sk_tiles"]:
+        return
+    split = max(1, math.ceil(sk["pieces"] / sk["sk_tiles"]))
+    ws = add_buffer(wl, "workspace", max(G * c.tm * c.tn * 4, M * N * 4 * split), dtype=isa.FP32)
+    j_sk = q * G * kt
+    if head:
+        _streamk_kernel(wl, "gemm_streamk_head", M, N, K, c, a, b, out, ws, sk, 0, head, w + 1, j_sk)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=1, priority=1)
+        mains.append(len(wl.launches) - 1)
+    if w:
+        _streamk_kernel(wl, "gemm_streamk", M, N, K, c, a, b, out, ws, sk, head, G - head, w, j_sk + head * (w + 1))
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=2, priority=0)
+        mains.append(len(wl.launches) - 1)
+    if c.fixup == "reduce":
+        _reduce_kernel(wl, "splitk_reduce", M, N, c, ws, out, round(sk["pieces"] / sk["sk_tiles"]) or 1,
+                       (sk["gx"], sk["gy"]))
+        la = wl.launches.add(kernel=len(wl.kernels) - 1, stream=3, priority=-1)
+        for li in mains:
+            la.deps.add(producer=li, all_blocks=True)
+
+
 # ---------------------------------------------------------------- cuBLAS plans, as recorded
-CUBLAS_PLANS_CSV = Path(__file__).resolve().parents[1] / "data" / "measured" / "h100_partitions_kernels.csv"
-_NVJET = re.compile(r"nvjet_sm90_tst_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_[hv]_bz(?:_coop[AB])?(_splitK)?_")
+MEASURED_DIR = Path(__file__).resolve().parents[1] / "data" / "measured"
+CUBLAS_PROBE_CSV = MEASURED_DIR / "h100_partitions_kernels.csv"
+CUBLAS_PLANS_CSV = MEASURED_DIR / "h100_cublas_plans.csv"
+_NVJET = re.compile(r"nvjet_sm90_tst_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_([hv])_bz(?:_coop([AB]))?(_splitK)?_")
+PLAN_COLUMNS = ["name", "M", "N", "K", "kernel", "grid_ctas", "tile_m", "tile_n", "k_step", "stages", "cluster_m",
+                "cluster_n", "raster", "coop", "splitk", "tiles", "schedule", "partitions"]
+
+
+def parse_nvjet(kernel: str) -> dict | None:
+    """Fields of a cuBLAS nvjet kernel name, e.g. nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT:
+    tile 256x128, K step 64 x 4 pipeline stages, 1x2 cluster, raster h(orizontal)/v, cooperative
+    A/B (two consumer warpgroups share the tile), splitK (a cublasLt splitKreduce kernel follows).
+    None for other kernels."""
+    m = _NVJET.search(kernel)
+    if not m:
+        return None
+    return dict(tile_m=int(m.group(1)), tile_n=int(m.group(2)), k_step=int(m.group(3)), stages=int(m.group(4)),
+                cluster_m=int(m.group(5)), cluster_n=int(m.group(6)), raster=m.group(7), coop=m.group(8) or "",
+                splitk=bool(m.group(9)))
+
+
+def plan_schedule(tiles: int, grid_ctas: int, splitk: bool) -> str:
+    """The builder schedule of a recorded launch: 'streamk' with a reduction kernel for cuBLAS's
+    splitK kernels, 'dp' when there are no more tiles than CTAs (one tile per CTA), else 'streamk'
+    (whole rounds of tiles data-parallel, the rest stream-K; none when the grid divides the tiles)."""
+    if splitk:
+        return "streamk+reduce"
+    return "dp" if tiles <= grid_ctas else "streamk"
+
+
+def derive_cublas_plans(probe_csv: str | Path = CUBLAS_PROBE_CSV) -> list[dict]:
+    """One plan row per GEMM shape of the partition probe (scripts/measure/probe_partitions.py):
+    the nvjet kernel and grid cuBLAS launched, the name's fields, tile count and schedule, and the
+    partitions in which that same kernel and grid were recorded (all of them: cuBLAS plans for the
+    whole device). Raises if a shape's kernel or grid differs between partitions."""
+    rows: dict[tuple, dict] = {}
+    with open(probe_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            nv = parse_nvjet(r["kernel"])
+            if nv is None:
+                continue
+            M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
+            grid = math.prod(int(x) for x in r["grid"].strip("[]").split(","))
+            key = (r["name"], M, N, K)
+            if key in rows:
+                if (rows[key]["kernel"], rows[key]["grid_ctas"]) != (r["kernel"], grid):
+                    raise ValueError(f"{key}: {r['partition']} launched {r['kernel']} {grid}, "
+                                     f"others {rows[key]['kernel']} {rows[key]['grid_ctas']}")
+                rows[key]["partitions"] += " " + r["partition"]
+                continue
+            tiles = math.ceil(M / nv["tile_m"]) * math.ceil(N / nv["tile_n"])
+            rows[key] = dict(name=r["name"], M=M, N=N, K=K, kernel=r["kernel"], grid_ctas=grid, **nv, tiles=tiles,
+                             schedule=plan_schedule(tiles, grid, nv["splitk"]), partitions=r["partition"])
+    return list(rows.values())
+
+
+def write_cublas_plans(out: str | Path = CUBLAS_PLANS_CSV, probe_csv: str | Path = CUBLAS_PROBE_CSV) -> int:
+    """Regenerate the plan table (python -m harness.gpu.kernels writes h100_cublas_plans.csv)."""
+    rows = derive_cublas_plans(probe_csv)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=PLAN_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return len(rows)
+
+
+def plan_config(plan: dict) -> GemmConfig | None:
+    """The GemmConfig of a plan row (or of parse_nvjet fields + grid_ctas + tiles). 2-CTA TMA
+    multicast stands for every cluster shape (see _tile_rows)."""
+    if int(plan["k_step"]) != TK:
+        return None
+    tm, tn, stages, grid = int(plan["tile_m"]), int(plan["tile_n"]), int(plan["stages"]), int(plan["grid_ctas"])
+    cluster = min(2, int(plan["cluster_m"]) * int(plan["cluster_n"]))
+    splitk = str(plan["splitk"]) in ("True", "true", "1")
+    schedule = plan_schedule(int(plan["tiles"]), grid, splitk)
+    if schedule == "dp":
+        return GemmConfig(tm, tn, 1, "dp", stages, cluster)
+    return GemmConfig(tm, tn, 1, "streamk", stages, cluster, grid=grid,
+                      fixup="reduce" if schedule == "streamk+reduce" else "inline")
 
 
 def plan_from_cublas_kernel(kernel: str, grid_ctas: int, M: int, N: int, K: int) -> GemmConfig | None:
-    """The GemmConfig of a cuBLAS nvjet kernel (name encodes tile MxN, K step x stages, cluster
-    shape, split-K) launched with `grid_ctas` CTAs; None for kernels this builder cannot express.
-    A split-K kernel's factor is the number of K slices that fit the grid in one round
-    (grid // tiles); finer stream-K-like factors (grid / gcd(tiles, grid)) fitted worse."""
-    m = _NVJET.search(kernel)
-    if not m or int(m.group(3)) != TK:
+    """The GemmConfig of a cuBLAS nvjet kernel launched with `grid_ctas` CTAs for an M x N x K
+    GEMM; None for kernels this builder cannot express."""
+    nv = parse_nvjet(kernel)
+    if nv is None:
         return None
-    tm, tn, stages = int(m.group(1)), int(m.group(2)), int(m.group(4))
-    cluster = min(2, int(m.group(5)) * int(m.group(6)))
-    tiles = math.ceil(M / tm) * math.ceil(N / tn)
-    if m.group(7):
-        split = max(1, min(grid_ctas // tiles, math.ceil(K / TK)))
-        return GemmConfig(tm, tn, split, "dp", stages, cluster)
-    if tiles <= grid_ctas:
-        return GemmConfig(tm, tn, 1, "dp", stages, cluster)
-    if tiles % grid_ctas == 0:
-        return GemmConfig(tm, tn, 1, "persistent", stages, cluster, grid=grid_ctas)
-    # the tile scheduler balances K iterations over the grid (stream-K): whole rounds of tiles
-    # data-parallel, the last partial round split along K over the grid, then a fix-up
-    return GemmConfig(tm, tn, 1, "dp_sk", stages, cluster, grid=grid_ctas)
+    tiles = math.ceil(M / nv["tile_m"]) * math.ceil(N / nv["tile_n"])
+    return plan_config(dict(nv, grid_ctas=grid_ctas, tiles=tiles))
 
 
 @lru_cache(maxsize=4)
-def recorded_cublas_kernels(path: str = str(CUBLAS_PLANS_CSV), partition: str = "132:primary") -> dict:
-    """{(name, M, N, K): (kernel name, grid CTAs)} of the GEMM kernel cuBLAS launched for each
-    measured shape (scripts/measure/probe_partitions.py; the same in every SM partition)."""
-    out = {}
+def recorded_cublas_plans(path: str = str(CUBLAS_PLANS_CSV)) -> dict:
+    """{(name, M, N, K): plan row} of harness/data/measured/h100_cublas_plans.csv."""
     p = Path(path)
     if not p.is_file():
-        return out
+        return {}
     with open(p, newline="") as f:
-        for row in csv.DictReader(f):
-            if row["partition"] != partition or "nvjet" not in row["kernel"]:
-                continue
-            dims = [int(x) for x in row["grid"].strip("[]").split(",")]
-            out[(row["name"], int(row["M"]), int(row["N"]), int(row["K"]))] = (row["kernel"], math.prod(dims))
-    return out
+        return {(r["name"], int(r["M"]), int(r["N"]), int(r["K"])): r for r in csv.DictReader(f)}
 
 
 def recorded_cublas_plan(name: str, M: int, N: int, K: int) -> tuple[GemmConfig, str] | None:
     """(config, kernel name) of the recorded cuBLAS launch for this shape, if there is one."""
-    rec = recorded_cublas_kernels().get((name, M, N, K))
+    rec = recorded_cublas_plans().get((name, M, N, K))
     if rec is None:
         return None
-    cfg = plan_from_cublas_kernel(rec[0], rec[1], M, N, K)
-    return (cfg, rec[0]) if cfg else None
+    cfg = plan_config(rec)
+    return (cfg, rec["kernel"]) if cfg else None
 
 
 RED_ROWS = 32  # rows of a tile one fix-up block sums
 
 
 def _reduce_kernel(wl, name: str, M: int, N: int, c: GemmConfig, ws: int, out: int, split: int,
-                   tiles: tuple[int, int], tile0: int = 0, tail: bool = False):
-    """Split-K fix-up: block (sub, tile) sums RED_ROWS rows of one tile's `split` fp32 partials.
-    Linear block b belongs to tile b // (tm / RED_ROWS) (the dependency's scale)."""
-    gx = math.ceil(N / c.tn)
-    col0, row0 = tile0 % gx, tile0 // gx
+                   tiles: tuple[int, int]):
+    """Split-K reduction: block (sub, tile) sums RED_ROWS rows of one tile's `split` fp32
+    partials and writes them as bf16. Linear block b belongs to tile b // (tm / RED_ROWS) (the
+    dependency's scale)."""
     subs = c.tm // RED_ROWS
     ntiles = tiles[0] * tiles[1]
     rk = wl.kernels.add(name=name, grid_x=subs, grid_y=ntiles, threads_per_block=256, regs_per_thread=32)
     p = Program(rk)
-    # tile t = by: column t % gx (affine only within a row: tail tiles and full grids both use
-    # bx-major order, so we approximate the column by the tile index modulo the row length).
-    base4 = row0 * c.tm * N * 4 + col0 * c.tn * 4
+    # tile t = by: column t % gx (affine only within a row of tiles; the modulo keeps the
+    # addresses in the buffer, the bytes moved are exact)
     p.loop(split)
     p.ins(isa.LD, is_async=True, buffer=ws,
-          addr=affine(base4, bx=RED_ROWS * N * 4, by=c.tn * 4, loops=(M * N * 4,), mod=M * N * 4 * split),
+          addr=affine(0, bx=RED_ROWS * N * 4, by=c.tn * 4, loops=(M * N * 4,), mod=M * N * 4 * split),
           rows=RED_ROWS, row_bytes=c.tn * 4, row_stride=N * 4)
     p.end()
     p.ins(isa.WAIT, count=0)
     p.ins(isa.ALU, elements=RED_ROWS * c.tn * split, flops_per_element=1.0)
-    p.ins(isa.ST, buffer=out, addr=affine(row0 * c.tm * N * ELEM + col0 * c.tn * ELEM, bx=RED_ROWS * N * ELEM,
-                                          by=c.tn * ELEM, mod=M * N * ELEM),
+    p.ins(isa.ST, buffer=out, addr=affine(0, bx=RED_ROWS * N * ELEM, by=c.tn * ELEM, mod=M * N * ELEM),
           rows=RED_ROWS, row_bytes=c.tn * ELEM, row_stride=N * ELEM)
     return rk
 
 
 def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None = None,
-         params: GpuParams | dict | None = None, name: str | None = None):
-    """A single-GPU bf16 GEMM C[M,N] = A[M,K] x B[K,N] (cuBLAS-like tiling, waves over the SMs).
+         params: GpuParams | dict | None = None, name: str | None = None, device_sms: int | None = None):
+    """A single-GPU bf16 GEMM C[M,N] = A[M,K] x B[K,N] (B stored [N,K]).
 
-    `num_sms` is the SM count the library plans for (cuBLAS plans for the device's SMs even
-    inside a green context; a stream-K tail is sized for it)."""
-    c = config or choose_gemm(M, N, K, num_sms, params)
+    `config`: the plan (a recorded cuBLAS launch, recorded_cublas_plan); None: the heuristic
+    choose_gemm for num_sms SMs, with stream-K grids of device_sms CTAs when given."""
+    c = config or choose_gemm(M, N, K, num_sms, params, device_sms)
     wl = new_workload(name or f"gemm_{M}x{N}x{K}")
     a = add_buffer(wl, "A", M * K * ELEM)
     b = add_buffer(wl, "B", N * K * ELEM)
@@ -410,32 +595,27 @@ def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None =
     if c.schedule == "persistent":
         _persistent_gemm(wl, M, N, K, c, a, b, out)
         return wl
-    if c.schedule == "dp" and c.split == 1:
+    if c.schedule == "streamk":
+        _streamk_gemm(wl, M, N, K, c, a, b, out)
+        return wl
+    if c.schedule != "dp":
+        raise ValueError(f"unknown GEMM schedule '{c.schedule}'")
+    if c.split == 1:
         _gemm_kernel(wl, "gemm", M, N, K, 0, K, c, a, b, out, ELEM)
         wl.launches.add(kernel=0, stream=0)
         return wl
-    if c.schedule == "dp":
-        split, grid, tile0, tail = c.split, None, 0, False
-    else:
-        rows_dp, ntail, split = _tail(M, N, num_sms, c)
-        grid, tile0, tail = (ntail, 1), rows_dp * gx, True
-        if rows_dp:
-            k = _gemm_kernel(wl, "gemm_dp", M, N, K, 0, K, c, a, b, out, ELEM)
-            k.grid_y = rows_dp
-            wl.launches.add(kernel=len(wl.kernels) - 1, stream=0, priority=1)
-    ws = add_buffer(wl, "workspace", split * M * N * 4, dtype=isa.FP32)
-    kl = math.ceil(math.ceil(K / split) / TK) * TK
+    ws = add_buffer(wl, "workspace", c.split * M * N * 4, dtype=isa.FP32)
+    kl = math.ceil(math.ceil(K / c.split) / TK) * TK
     slices = []
-    for s in range(split):
+    for s in range(c.split):
         k0 = s * kl
         if k0 >= K:
             break
-        _gemm_kernel(wl, f"gemm_slice{s}", M, N, K, k0, min(kl, K - k0), c, a, b, ws, 4, out_base=s * M * N * 4,
-                     grid=grid, tile0=tile0)
+        _gemm_kernel(wl, f"gemm_slice{s}", M, N, K, k0, min(kl, K - k0), c, a, b, ws, 4, out_base=s * M * N * 4)
         wl.launches.add(kernel=len(wl.kernels) - 1, stream=1 + s)
         slices.append(len(wl.launches) - 1)
-    _reduce_kernel(wl, "splitk_reduce", M, N, c, ws, out, len(slices), grid or (gx, gy), tile0, tail)
-    la = wl.launches.add(kernel=len(wl.kernels) - 1, stream=1 + split, priority=-1)
+    _reduce_kernel(wl, "splitk_reduce", M, N, c, ws, out, len(slices), (gx, gy))
+    la = wl.launches.add(kernel=len(wl.kernels) - 1, stream=1 + c.split, priority=-1)
     for li in slices:  # fix-up block b waits for its tile's block in every slice (TB-level dependency)
         la.deps.add(producer=li, scale_num=1, scale_den=c.tm // RED_ROWS, lo=0, hi=0)
     return wl
@@ -568,3 +748,7 @@ def ag_gemm_remote_bytes(M: int, N: int, K: int, gpus: int, tn: int = 128, mode:
         "owner_egress_bytes": gpus * (per_owner_merged if mode == "cais" else per_owner_unmerged),
         "requester_ingress_bytes": gpus * per_owner_unmerged,
     }
+
+
+if __name__ == "__main__":  # regenerate harness/data/measured/h100_cublas_plans.csv from the probe
+    print(f"{write_cublas_plans()} plans -> {CUBLAS_PLANS_CSV}")
