@@ -305,10 +305,13 @@ def test_streamk_data_parallel_tiles_spread_over_a_smaller_partition(exe):
 
 
 def test_edge_tiles_cost_their_in_bounds_columns():
-    """An edge tile's mma covers every row and the in-bounds columns rounded up to 8."""
+    """An edge tile's mma covers its in-bounds 64-row wgmma blocks and its in-bounds columns
+    rounded up to 8, averaged over the tiles."""
     c = kernels.GemmConfig(128, 160, 1)
     assert kernels._mma_shape(9216, 512, c) == (128, 128)  # 160 + 160 + 160 + 32 columns: mean 128
-    assert kernels._mma_shape(384, 3072, kernels.GemmConfig(320, 64, 1)) == (320, 64)
+    # rows 0-319 (5 blocks of 64) and 320-383 (1 block; the other 4 are out of bounds): mean 192
+    assert kernels._mma_shape(384, 3072, kernels.GemmConfig(320, 64, 1)) == (192, 64)
+    assert kernels._mma_shape(1000, 3072, kernels.GemmConfig(96, 64, 1)) == (122, 64)  # (10 x 2 + 1) x 64 rows / 11 tiles
     assert kernels._mma_shape(1000, 1000, c) == (128, 144)  # ceil(1000 / 7) = 143 -> 144
 
 
@@ -316,3 +319,19 @@ def test_heuristic_plans_stream_k_for_the_device():
     c = kernels.choose_gemm(8192, 8192, 8192, 66, device_sms=132)
     assert c.schedule == "streamk" and c.grid == 132
     assert kernels.choose_gemm(8192, 8192, 8192, 66).schedule == "dp"  # no device: plain waves
+
+
+def test_recorded_plans_carry_their_cluster_and_partitions_their_cluster_slots():
+    """A recorded 2x2-cluster kernel launches 4-CTA clusters; validate_kernels gives the engine
+    the 4-CTA cluster slots measured for the partition (30 on the whole H100, 8 in driver-made
+    partitions), and none where nothing was measured."""
+    from harness.experiments import validate_kernels as vk
+    plan = dict(tile_m=128, tile_n=256, k_step=64, stages=4, cluster_m=2, cluster_n=2, grid_ctas=132, tiles=264,
+                splitk="False")
+    c = kernels.plan_config(plan)
+    assert c.cluster_ctas == 4 and c.cluster == 2
+    wl = kernels.gemm(4096, 8192, 4096, 132, c)
+    assert {k.cluster_ctas for k in wl.kernels} == {4}
+    assert vk.measured_cluster_slots(132) == 30
+    assert vk.measured_cluster_slots(66) == 8
+    assert vk.measured_cluster_slots(50) is None

@@ -4,7 +4,10 @@ Reads ``validate.input`` (CSV: name,kind,M,N,K,num_sms[,measured_us,...]; defaul
 H100 kernels of harness/data/measured/h100_kernels.csv), builds each kernel with
 harness.gpu.kernels (gemm, layernorm, attention), runs it on the GPU engine's standalone main
 with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the row's measured SM clock when
-the input has one (column ``sm_clock_mhz``) and the resolved ``gpu.*`` parameters, and returns the
+the input has one (column ``sm_clock_mhz``), ``gpu.max_clusters_4`` = the cluster capacity
+measured for a partition of that size (h100_partitions_clusters.csv: the whole GPU, or the
+driver-made partitions the kernels were measured in) where there is one, and the resolved
+``gpu.*`` parameters, and returns the
 rows with ``sim_us`` (and ``err_pct`` = 100 (sim - measured) / measured where measured).
 Host launch skew is set to 0: one GPU, timed from its own launch.
 """
@@ -25,6 +28,18 @@ from harness.gpu import kernels, standalone
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
 SUPPORTED = ("gemm", "layernorm", "attention")
 DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics plan for these
+CLUSTERS_CSV = REPO_ROOT / "harness" / "data" / "measured" / "h100_partitions_clusters.csv"
+
+
+def measured_cluster_slots(num_sms: int, path: Path = CLUSTERS_CSV) -> int | None:
+    """Resident 4-CTA clusters (cuOccupancyMaxActiveClusters) measured for the whole GPU (132) or
+    a driver-made partition of num_sms SMs (how the kernels were measured), or None."""
+    if not path.is_file():
+        return None
+    c = pd.read_csv(path)
+    api = "primary" if num_sms == DEVICE_SMS else "driver"
+    hit = c[(c["num_sms"] == num_sms) & (c["api"] == api) & (c["cluster_size"] == 4)]
+    return int(hit["max_active_clusters"].iloc[0]) if len(hit) else None
 
 
 def build(row: Any, params: dict[str, Any]):
@@ -66,6 +81,9 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         clock = measured_clock_mhz(row)
         if clock:  # the SM clock the kernel ran at (H100s throttle under the power cap)
             ov["gpu.clock_mhz"] = clock
+        slots = measured_cluster_slots(int(row["num_sms"]))
+        if slots is not None:
+            ov["gpu.max_clusters_4"] = slots
         wl, desc = build(row, ov)
         wls.append(wl)
         ovs.append(ov)

@@ -15,7 +15,7 @@ Example::
     .launch gemm stream=0 priority=0 sms=0+132
 
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
-[multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [persistent]``,
+[multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent]``,
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
 [dep=LAUNCH:all | dep=LAUNCH:NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch).
@@ -333,6 +333,7 @@ def parse(text: str):
                     kernel.regs_per_thread = int(kv.get("regs", 32))
                     kernel.smem_bytes = int(kv.get("smem", 0))
                     kernel.persistent = "persistent" in flags
+                    kernel.cluster_ctas = int(kv.get("cluster", 0))
                     kernels[args[0]] = len(wl.kernels) - 1
                     depth = 0
                 elif d == ".cais":
@@ -400,7 +401,8 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
         out.append(s)
     for k in wl.kernels:
         out.append(f".kernel {k.name} grid={k.grid_x}x{k.grid_y} threads={k.threads_per_block} "
-                   f"regs={k.regs_per_thread} smem={k.smem_bytes}" + (" persistent" if k.persistent else ""))
+                   f"regs={k.regs_per_thread} smem={k.smem_bytes}" + (f" cluster={k.cluster_ctas}" if k.cluster_ctas else "")
+                   + (" persistent" if k.persistent else ""))
         if k.cais.enabled:
             c = k.cais
             out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"

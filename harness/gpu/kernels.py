@@ -78,7 +78,10 @@ class GemmConfig:
       CTA c always owns range c), and the partial tiles summed in-kernel (fixup 'inline') or by a
       separate reduction kernel (fixup 'reduce': cuBLAS's splitK kernels + splitKreduce).
     schedule 'persistent': `grid` CTAs, CTA c computes tiles c, c + grid, ... (CUTLASS's static
-      persistent scheduler); inside a smaller SM partition the CTAs run in rounds."""
+      persistent scheduler); inside a smaller SM partition the CTAs run in rounds.
+    cluster: CTAs that share the larger operand by TMA multicast (1 or 2); cluster_ctas: the
+    kernel's thread-block cluster (recorded 1x2, 2x1, 2x2, 2x4), which limits how many CTAs are
+    resident where clusters of 4 or more are scarce (gpu.max_clusters_4)."""
 
     tm: int
     tn: int
@@ -88,6 +91,7 @@ class GemmConfig:
     cluster: int = 2
     grid: int = 0
     fixup: str = "inline"
+    cluster_ctas: int = 0
 
     @property
     def smem(self) -> int:
@@ -223,14 +227,16 @@ def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
 
 
 def _mma_shape(M: int, N: int, c: GemmConfig) -> tuple[int, int]:
-    """The (m, n) of one K step's mma: all tm rows (the warpgroups' 64-row blocks run whether or
-    not their rows are in bounds) by the in-bounds columns rounded up to 8, the wgmma N granule
-    (an edge tile's out-of-bounds columns cost no tensor-core time). Chosen over the two
-    alternatives on the measured kernels: padding both (the recorded 128x160 kernel on N = 512
-    then needs more than the tensor-core peak at its measured clock) and padding neither (the
-    320x64 split-K kernel on M = 384 is then 40 % too fast at 66 SMs)."""
+    """The (m, n) of one K step's mma, averaged over the tiles: the rows in 64-row blocks (a
+    wgmma's M; a block wholly out of bounds is skipped, a 96-row tile costs two blocks) by the
+    in-bounds columns rounded up to 8 (the wgmma N granule). The recorded kernels show edge
+    tiles costing their in-bounds extent, not the whole tile: cuBLAS picks a 128x160 tile for
+    N = 512 (25 % overhang) and runs it faster than the overhang would allow at its clock."""
+    gy = math.ceil(M / c.tm)
+    last = M - (gy - 1) * c.tm
+    m = round(((gy - 1) * math.ceil(c.tm / 64) + math.ceil(last / 64)) * 64 / gy)
     tn_eff = _tile_rows(M, N, c)[3]
-    return c.tm, min(c.tn, math.ceil(tn_eff / 8) * 8)
+    return m, min(c.tn, math.ceil(tn_eff / 8) * 8)
 
 
 def _k_pipeline(p: Program, c: GemmConfig, steps: int, pre: int, loads, mma: tuple[int, int]) -> None:
@@ -259,7 +265,7 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
     row-major, B stored [N,K] (NT)."""
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
     k = wl.kernels.add(name=name, grid_x=gx, grid_y=gy, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
     p = Program(k)
     kt = max(1, math.ceil(kl / TK))
     lda = K * ELEM
@@ -291,7 +297,7 @@ def _linear_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a:
     (tiles, 1) grid, handed to SMs as they free up: tile row floor(bx / gx) is a quotient term."""
     gx = math.ceil(N / c.tn)
     k = wl.kernels.add(name=name, grid_x=tiles, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
     lda, step = K * ELEM, TK * ELEM
@@ -323,7 +329,7 @@ def _persistent_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig
     gx = math.ceil(N / c.tn)
     G = c.grid
     k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
     lda, step = K * ELEM, TK * ELEM
@@ -374,7 +380,7 @@ def _streamk_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int
     separate reduction kernel does that."""
     gx, kt, G = sk["gx"], sk["kt"], c.grid
     k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
     p = Program(k)
     lda, step = K * ELEM, TK * ELEM
     a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
@@ -408,6 +414,27 @@ def _streamk_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int
     return k
 
 
+def _streamk_reduce_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, ws: int, out: int, sk: dict, j_sk: int):
+    """cuBLAS's splitKreduce after a split-K stream-K launch: block b reads back the partial
+    tiles CTA b wrote (the same addresses: L2 hits while they fit), sums and writes its share
+    of the output tiles (sk_tiles / grid tiles, at CTA b's first tile)."""
+    G, gx, kt, w = c.grid, sk["gx"], sk["kt"], max(sk["w"], 1)
+    _, _, tm_eff, tn_eff = _tile_rows(M, N, c)
+    rk = wl.kernels.add(name=name, grid_x=G, grid_y=1, threads_per_block=256, regs_per_thread=32)
+    p = Program(rk)
+    rows = max(1, round(tm_eff * sk["pieces"] / G))
+    tile_ws, ws_row = c.tm * c.tn * 4, tn_eff * 4
+    p.ins(isa.LD, buffer=ws, addr=affine(0, bx=tile_ws), rows=rows, row_bytes=ws_row, row_stride=ws_row)
+    p.ins(isa.ALU, elements=rows * tn_eff, flops_per_element=1.0)
+    ld = N * ELEM
+    e = affine(0)  # CTA b's first tile t = floor((j_sk + w b) / kt): t tn + row(t) (tm ld - gx tn)
+    _tile_term(e, kt, c.tn * ELEM, base=j_sk, bx=w)
+    _tile_term(e, kt * gx, c.tm * ld - gx * c.tn * ELEM, base=j_sk, bx=w)
+    p.ins(isa.ST, buffer=out, addr=e, rows=max(1, round(tm_eff * sk["sk_tiles"] / G)), row_bytes=tn_eff * ELEM,
+          row_stride=ld)
+    return rk
+
+
 def _streamk_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int) -> None:
     """A stream-K launch of c.grid CTAs (streamk_split). The data-parallel tiles are one block
     each, handed out as SMs free up: in SM partitions smaller than the grid the measured kernels
@@ -436,8 +463,7 @@ def _streamk_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out
         wl.launches.add(kernel=len(wl.kernels) - 1, stream=2, priority=0)
         mains.append(len(wl.launches) - 1)
     if c.fixup == "reduce":
-        _reduce_kernel(wl, "splitk_reduce", M, N, c, ws, out, round(sk["pieces"] / sk["sk_tiles"]) or 1,
-                       (sk["gx"], sk["gy"]))
+        _streamk_reduce_kernel(wl, "splitk_reduce", M, N, K, c, ws, out, sk, j_sk)
         la = wl.launches.add(kernel=len(wl.kernels) - 1, stream=3, priority=-1)
         for li in mains:
             la.deps.add(producer=li, all_blocks=True)
@@ -512,17 +538,19 @@ def write_cublas_plans(out: str | Path = CUBLAS_PLANS_CSV, probe_csv: str | Path
 
 def plan_config(plan: dict) -> GemmConfig | None:
     """The GemmConfig of a plan row (or of parse_nvjet fields + grid_ctas + tiles). 2-CTA TMA
-    multicast stands for every cluster shape (see _tile_rows)."""
+    multicast stands for every cluster shape (see _tile_rows); the cluster's CTA count goes to
+    the kernels (cluster residency, gpu.max_clusters_4)."""
     if int(plan["k_step"]) != TK:
         return None
     tm, tn, stages, grid = int(plan["tile_m"]), int(plan["tile_n"]), int(plan["stages"]), int(plan["grid_ctas"])
-    cluster = min(2, int(plan["cluster_m"]) * int(plan["cluster_n"]))
+    ctas = int(plan["cluster_m"]) * int(plan["cluster_n"])
+    cluster = min(2, ctas)
     splitk = str(plan["splitk"]) in ("True", "true", "1")
     schedule = plan_schedule(int(plan["tiles"]), grid, splitk)
     if schedule == "dp":
-        return GemmConfig(tm, tn, 1, "dp", stages, cluster)
+        return GemmConfig(tm, tn, 1, "dp", stages, cluster, cluster_ctas=ctas)
     return GemmConfig(tm, tn, 1, "streamk", stages, cluster, grid=grid,
-                      fixup="reduce" if schedule == "streamk+reduce" else "inline")
+                      fixup="reduce" if schedule == "streamk+reduce" else "inline", cluster_ctas=ctas)
 
 
 def plan_from_cublas_kernel(kernel: str, grid_ctas: int, M: int, N: int, K: int) -> GemmConfig | None:

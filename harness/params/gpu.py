@@ -65,16 +65,21 @@ class GpuParams:
     (separate processes enqueueing kernels; order of a microsecond). Seeded (seed, GPU)."""
     block_jitter_frac: float = 0.02
     """Relative standard deviation of each block's compute time (seeded, per block)."""
+    max_clusters_4: int = 30
+    """Thread-block clusters of 4 CTAs the GPU holds at once (a cluster of 8 takes two): what
+    cuOccupancyMaxActiveClusters reports for 1-CTA-per-SM kernels, 30 on the whole H100 and 8 in
+    driver-made partitions of 64-72 SMs (harness/data/measured/h100_partitions_clusters.csv).
+    2-CTA clusters pair up on every partition measured, so they are not limited. 0: no limit."""
     # BEGIN CALIBRATED (scripts/calibrate_gpu.py rewrites this block)
-    l2_bw_gbps: float = 9897.0
+    l2_bw_gbps: float = 9370.5
     """L2 bandwidth shared by all SMs, GB/s (fitted; microbenchmarks report ~5.5-7 TB/s)."""
-    tc_efficiency: float = 1.0000
+    tc_efficiency: float = 0.9632
     """Fraction of peak tensor-core rate an mma reaches inside a K loop (fitted)."""
-    hbm_efficiency: float = 0.8687
+    hbm_efficiency: float = 0.8497
     """Fraction of peak HBM bandwidth reachable (fitted)."""
     tb_overhead_ns: float = 0.0
     """Fixed cost of one thread block: dispatch, prologue, epilogue (fitted)."""
-    kernel_launch_ns: float = 7277.1
+    kernel_launch_ns: float = 7040.9
     """From launch to first block dispatch, and between kernels of one stream (fitted)."""
     # END CALIBRATED
 

@@ -40,6 +40,7 @@ HopperConfig HopperConfig::from_params(const Params& p) {
     throw ConfigError("gpu.block_jitter_frac", "must be in [0, 0.5]");
   c.tb_overhead_ps = ns_to_ps(p.get_double("gpu.tb_overhead_ns"));
   c.kernel_launch_ps = ns_to_ps(p.get_double("gpu.kernel_launch_ns"));
+  c.max_clusters_4 = static_cast<std::uint32_t>(p.get_uint("gpu.max_clusters_4"));
   return c;
 }
 

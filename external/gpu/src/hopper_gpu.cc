@@ -123,6 +123,15 @@ void HopperGpu::setup_launches() {
     L.total = L.dk->num_blocks;
     L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
     L.block_done.assign(L.total, 0);
+    if (k.cluster_ctas() > 1) {
+      L.cluster_ctas = k.cluster_ctas();
+      L.cluster_slots = cfg_.max_clusters_4 ? k.cluster_ctas() / 4 : 0;
+      if (L.cluster_slots > cfg_.max_clusters_4)
+        throw ConfigError("gpu.max_clusters_4", "kernel '" + k.name() + "' needs clusters of " +
+                                                    std::to_string(k.cluster_ctas()) + " CTAs, more than " +
+                                                    std::to_string(cfg_.max_clusters_4) + " 4-CTA cluster slots hold");
+      for (std::uint32_t c = 0; c < L.ctas; c += L.cluster_ctas) L.cluster_left.push_back(std::min(L.cluster_ctas, L.ctas - c));
+    }
     L.participants = k.cais().num_gpus() ? k.cais().num_gpus() : wl.num_gpus();
     L.prelaunch = k.cais().enabled() && k.cais().pre_launch_sync() && L.participants > 1 && has_ports_ && !k.persistent();
     if (L.prelaunch) {
@@ -203,6 +212,8 @@ void HopperGpu::try_dispatch() {
     while (L.next_cta < L.ctas) {
       if (L.prelaunch && !L.sync_ok[L.next_cta]) break;
       if (!deps_ready(L, L.next_cta)) break;
+      const bool new_cluster = L.cluster_slots && L.next_cta % L.cluster_ctas == 0;
+      if (new_cluster && cluster_slots_used_ + L.cluster_slots > cfg_.max_clusters_4) break;
       std::uint32_t chosen = ~0u;
       for (std::uint32_t j = 0; j < L.sm_count; ++j) {
         const std::uint32_t s = L.sm_first + (L.sm_cursor + j) % L.sm_count;
@@ -212,6 +223,7 @@ void HopperGpu::try_dispatch() {
         }
       }
       if (chosen == ~0u) break;
+      if (new_cluster) cluster_slots_used_ += L.cluster_slots;
       place(L, chosen);
       if (L.prelaunch) register_ahead(L);
     }
@@ -556,6 +568,7 @@ void HopperGpu::finish_block(std::uint32_t tbi) {
     sm.smem -= k.smem_bytes();
     tb.state = TbState::kFree;
     free_tbs_.push_back(tbi);
+    if (L.cluster_slots && --L.cluster_left[tb.cta / L.cluster_ctas] == 0) cluster_slots_used_ -= L.cluster_slots;
     if (++L.retired_ctas == L.ctas) launch_done(L);
   }
   block_retired(L, 0);

@@ -160,6 +160,7 @@ void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.hbm_efficiency", 1.0);
   put_d("gpu.tb_overhead_ns", 10.0);
   put_d("gpu.kernel_launch_ns", 1000.0);
+  put_i("gpu.max_clusters_4", 0);
   put_i("net.flit_bytes", 16);
   put_i("net.header_flits", 1);
   put_i("net.vcs_per_port", 4);
@@ -636,6 +637,39 @@ TEST(Hopper, PersistentKernelsLoopOverLogicalBlocks) {
   EXPECT_EQ(r.stats["gpu0.tbs_completed"], 40);
   EXPECT_EQ(r.stats["gpu0.kernel0.k.tbs"], 40);
   EXPECT_DOUBLE_EQ(r.stats["gpu0.finish_time"], (1000 + 10 * (10 + 512)) * 1000.0);  // 4 SMs x 10 blocks
+}
+
+TEST(Hopper, ClustersOfFourOrMoreCtasAreLimitedByTheClusterSlots) {
+  // 16 blocks (one per SM) on 16 SMs: one round; clusters of 4 CTAs with 2 cluster slots hold
+  // 8 CTAs at a time: two rounds; a cluster of 8 takes both slots: two rounds as well.
+  auto wl = one_kernel(1, 16);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  auto end_time = [&](std::uint32_t cluster, std::int64_t slots) {
+    wl.mutable_kernels(0)->set_cluster_ctas(cluster);
+    proto::Configure c = make_config(wl, 1, false);
+    (*c.mutable_params())["gpu.num_sms"].set_i(16);
+    (*c.mutable_params())["gpu.max_clusters_4"].set_i(slots);
+    HostedModel h;
+    h.configure(c);
+    h.sim().run_until(kNever);
+    EXPECT_TRUE(h.done()) << h.blocked_reason();
+    return h.sim().now();
+  };
+  const TimePs one = (1000 + 1 * (10 + 512)) * 1000, two = (1000 + 2 * (10 + 512)) * 1000;
+  EXPECT_EQ(end_time(4, 0), one);  // no limit
+  EXPECT_EQ(end_time(2, 2), one);  // 2-CTA clusters take no slot
+  EXPECT_EQ(end_time(4, 4), one);
+  EXPECT_EQ(end_time(4, 2), two);
+  EXPECT_EQ(end_time(8, 2), two);
+  wl.mutable_kernels(0)->set_cluster_ctas(8);
+  proto::Configure c = make_config(wl, 1, false);
+  (*c.mutable_params())["gpu.max_clusters_4"].set_i(1);
+  HostedModel bad;
+  EXPECT_THROW(bad.configure(c), ConfigError);  // a cluster of 8 needs 2 slots
 }
 
 TEST(Hopper, SmPartitionsAndPrioritiesShareTheGpu) {

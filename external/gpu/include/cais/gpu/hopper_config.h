@@ -28,6 +28,7 @@ struct HopperConfig {
   double block_jitter_frac = 0;
   TimePs tb_overhead_ps = 0;
   TimePs kernel_launch_ps = 0;
+  std::uint32_t max_clusters_4 = 0;  // resident 4-CTA cluster slots (0: only the SMs limit clusters)
 
   static HopperConfig from_params(const Params& p);
 };

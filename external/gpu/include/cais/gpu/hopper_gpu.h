@@ -105,6 +105,10 @@ struct LaunchState {
   std::vector<TimePs> reg_ps;
   TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
   std::uint64_t tbs = 0;
+  // Thread-block clusters of >= 4 CTAs: cluster_ctas / 4 slots of gpu.max_clusters_4 each while
+  // any of their CTAs is resident (cluster_left: CTAs of each cluster not yet retired).
+  std::uint32_t cluster_ctas = 1, cluster_slots = 0;
+  std::vector<std::uint32_t> cluster_left;
 };
 
 struct RemoteOp {
@@ -194,6 +198,7 @@ class HopperGpu : public NodeComponent {
   std::vector<LaunchState> launches_;
   std::vector<std::uint32_t> dispatch_order_;  // launch indices by (priority desc, index)
   std::uint32_t launches_left_ = 0;
+  std::uint32_t cluster_slots_used_ = 0;  // of cfg_.max_clusters_4, by resident clusters
   bool dispatch_pending_ = false;
   BandwidthServer l2_, hbm_;
   TileCache l2_tiles_;
