@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fit the GPU engine's few timing parameters once, for all GEMM shapes together.
+"""Fit the GPU engine's few timing parameters once, for all GEMM and layernorm shapes together.
 
 Fitted (harness/params/gpu.py, between the CALIBRATED markers):
   tc_efficiency     fraction of the tensor-core peak an mma reaches inside a K loop
@@ -7,7 +7,10 @@ Fitted (harness/params/gpu.py, between the CALIBRATED markers):
   hbm_efficiency    fraction of peak HBM bandwidth reachable
   tb_overhead_ns    fixed cost per thread block (dispatch, prologue, epilogue)
   kernel_launch_ns  launch to first block
-against the measured cuBLAS GEMMs in harness/data/measured/h100_kernels.csv at the SM counts
+  hbm_latency_ns    latency of an L2 miss served by HBM, as seen under load (what makes the
+                    layernorm, a latency-bound kernel at partial SM counts, as slow as measured)
+against the measured cuBLAS GEMMs and PyTorch layernorms (--fit-kinds) in
+harness/data/measured/h100_kernels.csv at the SM counts
 given by --fit-sms (default 132 and 66: the full GPU and the paper's half, an exact driver-made
 partition), each GEMM replaying its recorded cuBLAS plan at its measured SM clock. The objective is the mean absolute percentage error plus a penalty on errors above
 20 %; Nelder-Mead over the box below. Writes harness/data/calibration/h100.json (values, command,
@@ -41,9 +44,10 @@ FIT = {  # name: (low, high)
     "hbm_efficiency": (0.5, 1.0),
     "tb_overhead_ns": (0.0, 4000.0),
     "kernel_launch_ns": (0.0, 8000.0),
+    "hbm_latency_ns": (300.0, 2000.0),
 }
 FMT = {"tc_efficiency": "{:.4f}", "l2_bw_gbps": "{:.1f}", "hbm_efficiency": "{:.4f}", "tb_overhead_ns": "{:.1f}",
-       "kernel_launch_ns": "{:.1f}"}
+       "kernel_launch_ns": "{:.1f}", "hbm_latency_ns": "{:.1f}"}
 
 
 def params_from(x: np.ndarray) -> dict:
@@ -79,14 +83,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=None, help="measured CSV (default harness/data/measured/h100_kernels.csv)")
     ap.add_argument("--fit-sms", default="132,66")
+    ap.add_argument("--fit-kinds", default="gemm,layernorm", help="kinds of measured kernels in the fit")
     ap.add_argument("--maxiter", type=int, default=80)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--write", action="store_true", help="rewrite the defaults in harness/params/gpu.py")
     args = ap.parse_args()
     df = load_input(args.input)
-    gemm = df[df["kind"] == "gemm"]
+    kinds = args.fit_kinds.split(",")
+    unknown = set(kinds) - {"gemm", "layernorm", "attention"}
+    if unknown:
+        raise SystemExit(f"--fit-kinds: unknown {sorted(unknown)}; allowed: gemm, layernorm, attention")
+    fitted_kinds = df[df["kind"].isin(kinds)]
     fit_sms = [int(s) for s in args.fit_sms.split(",")]
-    fit_rows = gemm[gemm["num_sms"].isin(fit_sms) & pd.to_numeric(gemm["measured_us"], errors="coerce").notna()]
+    fit_rows = fitted_kinds[fitted_kinds["num_sms"].isin(fit_sms)
+                            & pd.to_numeric(fitted_kinds["measured_us"], errors="coerce").notna()]
     evals = []
 
     def objective(x):
@@ -105,16 +115,17 @@ def main() -> int:
                    options={"maxfev": args.maxiter, "xatol": 1e-3, "fatol": 0.01, "initial_simplex": None})
     best = params_from(res.x)
     fitted = {k: best[k] for k in FIT}
-    full = simulate_rows(gemm, best, jobs=args.jobs)
+    full = simulate_rows(fitted_kinds, best, jobs=args.jobs)
     record = {
         "command": "python scripts/calibrate_gpu.py " + " ".join(sys.argv[1:]),
         "measured": str(args.input or "harness/data/measured/h100_kernels.csv"),
         "fit_num_sms": fit_sms,
+        "fit_kinds": kinds,
         "fitted": fitted,
         "evaluations": len(evals),
         "objective": round(float(res.fun), 4),
         "wall_s": round(time.time() - t0, 1),
-        "gemm_error_by_num_sms": summary(full),
+        **{f"{k}_error_by_num_sms": summary(full[full["kind"] == k]) for k in kinds},
     }
     CALIBRATION_FILE.parent.mkdir(parents=True, exist_ok=True)
     CALIBRATION_FILE.write_text(json.dumps(record, indent=2) + "\n")

@@ -49,6 +49,22 @@ def test_gemm_moves_the_tiles_it_should(exe):
     assert st["gpu0.local.hbm_read_bytes"] == (M * K + N * K) * 2
 
 
+def test_layernorm_reads_rows_twice_and_hbm_once_and_is_latency_bound(exe):
+    """PyTorch's vectorized layernorm: pass 1 and pass 2 each load the row (1 KiB rounds of 128
+    threads x 8 B), pass 2 also gamma and beta; x comes from HBM once (pass 2 hits in L2), gamma
+    and beta once for all rows. With 16 blocks of 128 threads per SM and one round trip per
+    round, halving the SMs nearly doubles the time while HBM is far from saturated."""
+    M, N = 256, 4096
+    st = run(kernels.layernorm(M, N), exe)
+    assert st["gpu0.tbs_completed"] == M
+    assert st["gpu0.local.ld_bytes"] == M * (2 * N * 2 + 2 * N * 2)
+    assert st["gpu0.local.st_bytes"] == M * N * 2
+    assert st["gpu0.local.hbm_read_bytes"] == M * N * 2 + 2 * N * 2
+    t = {sms: standalone.kernel_time_us(run(kernels.layernorm(8192, N), exe, num_sms=sms, kernel_launch_ns=0.0))
+         for sms in (16, 32)}
+    assert 1.8 < t[16] / t[32] < 2.1, t
+
+
 def test_gemm_time_scales_with_flops_and_sms(exe):
     t132 = standalone.kernel_time_us(run(kernels.gemm(8192, 8192, 8192, 132), exe))
     t64 = standalone.kernel_time_us(run(kernels.gemm(8192, 8192, 8192, 64), exe, num_sms=64))

@@ -56,7 +56,7 @@ def build(row: Any, params: dict[str, Any]):
         cfg = kernels.choose_gemm(M, N, K, sms, params, device_sms=DEVICE_SMS)
         return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), f"{cfg.describe()} (heuristic)"
     if kind == "layernorm":
-        return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block"
+        return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block, 128 threads"
     if kind == "attention":
         return kernels.attention(M, N, K, causal=True, name=str(row["name"])), "flash fwd causal"
     raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")

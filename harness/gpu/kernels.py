@@ -650,25 +650,37 @@ def gemm(M: int, N: int, K: int, num_sms: int = 132, config: GemmConfig | None =
 
 
 # ---------------------------------------------------------------- layernorm
-def layernorm(M: int, N: int, rows_per_block: int = 1, threads: int = 512, name: str | None = None):
-    """Row-wise layernorm like PyTorch's vectorized kernel: one block (512 threads, so 4 per SM)
-    per row; pass 1 reads the row and reduces mean and variance (Welford), pass 2 reads it again
-    (an L2 hit) with weight and bias, normalises and writes the row. Blocking loads make it
-    latency bound per SM (4 rows in flight), as the measured kernels are at partial SM counts."""
+def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str | None = None):
+    """Row-wise layernorm as PyTorch's vectorized_layer_norm_kernel runs it
+    (aten/src/ATen/native/cuda/layer_norm_kernel.cu): one block of num_threads() = 128 threads
+    per row, each thread loading vec_size = 4 elements (8 B of bf16) at a time. Pass 1
+    (compute_stats) walks the row in rounds of threads x 8 B, each a load the thread waits for
+    before its Welford update (so one round trip per round: the kernel is latency bound per SM,
+    16 resident blocks x 1 KiB in flight); a block reduction; pass 2 walks the row again: x (an
+    L2 hit), gamma and beta loaded together, normalise, store (stores do not block)."""
     wl = new_workload(name or f"layernorm_{M}x{N}")
     x = add_buffer(wl, "x", M * N * ELEM)
     y = add_buffer(wl, "y", M * N * ELEM)
-    wb = add_buffer(wl, "weight_bias", 2 * N * ELEM)
-    k = wl.kernels.add(name="layernorm", grid_x=math.ceil(M / rows_per_block), grid_y=1, threads_per_block=threads,
-                       regs_per_thread=32)
+    gamma = add_buffer(wl, "gamma", N * ELEM)
+    beta = add_buffer(wl, "beta", N * ELEM)
+    k = wl.kernels.add(name="layernorm", grid_x=M, grid_y=1, threads_per_block=threads, regs_per_thread=32,
+                       smem_bytes=threads // 32 * 3 // 2 * 4)
     p = Program(k)
-    row = N * ELEM
-    p.ins(isa.LD, buffer=x, addr=affine(0, bx=rows_per_block * row), rows=rows_per_block, row_bytes=row)
-    p.ins(isa.ALU, elements=rows_per_block * N, flops_per_element=4.0)
-    p.ins(isa.LD, buffer=wb, addr=affine(0), rows=1, row_bytes=2 * row, is_async=True)
-    p.ins(isa.LD, buffer=x, addr=affine(0, bx=rows_per_block * row), rows=rows_per_block, row_bytes=row)
-    p.ins(isa.ALU, elements=rows_per_block * N, flops_per_element=4.0)
-    p.ins(isa.ST, buffer=y, addr=affine(0, bx=rows_per_block * row), rows=rows_per_block, row_bytes=row)
+    row, chunk = N * ELEM, threads * vec_elems * ELEM
+    rounds = math.ceil(row / chunk)
+    p.loop(rounds)  # pass 1: load, then Welford on the 4 elements (about 8 flops each)
+    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=8.0)
+    p.end()
+    p.ins(isa.BAR)  # block reduction of the Welford partials through shared memory
+    p.loop(rounds)  # pass 2
+    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.ins(isa.LD, buffer=beta, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.ins(isa.WAIT, count=0)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=4.0)
+    p.ins(isa.ST, buffer=y, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.end()
     wl.launches.add(kernel=0, stream=0)
     return wl
 
