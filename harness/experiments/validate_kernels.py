@@ -13,6 +13,7 @@ Host launch skew is set to 0: one GPU, timed from its own launch.
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,17 @@ DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics p
 CLUSTERS_CSV = REPO_ROOT / "harness" / "data" / "measured" / "h100_partitions_clusters.csv"
 
 
+@functools.lru_cache(maxsize=None)
+def _cluster_table(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.is_file() else None
+
+
 def measured_cluster_slots(num_sms: int, path: Path = CLUSTERS_CSV) -> int | None:
     """Resident 4-CTA clusters (cuOccupancyMaxActiveClusters) measured for the whole GPU (132) or
     a driver-made partition of num_sms SMs (how the kernels were measured), or None."""
-    if not path.is_file():
+    c = _cluster_table(path)
+    if c is None:
         return None
-    c = pd.read_csv(path)
     api = "primary" if num_sms == DEVICE_SMS else "driver"
     hit = c[(c["num_sms"] == num_sms) & (c["api"] == api) & (c["cluster_size"] == 4)]
     return int(hit["max_active_clusters"].iloc[0]) if len(hit) else None
