@@ -52,10 +52,17 @@ void InputUnit::accept(std::uint32_t vc, const InputEntry& e) {
   v.ring.push(e);
 }
 
+void InputUnit::inject(const InputEntry& e, std::uint32_t queue) {
+  if (queue > num_vcs_ || (queue < num_vcs_ && connected()))
+    throw InvariantError("injection into vc " + std::to_string(queue) + " of linked input port " +
+                         std::to_string(port_) + " at node " + std::to_string(node_));
+  vcs_[queue].ring.push(e);
+}
+
 InputEntry InputUnit::pop(Sim& sim, Component& self, std::uint32_t vc, TimePs at) {
   Vc& v = vcs_[vc];
   const InputEntry e = v.ring.pop();
-  if (vc < num_vcs_) {
+  if (vc < num_vcs_ && connected()) {
     v.flits -= e.credit_flits;
     return_credits(sim, self, vc, e.credit_flits, at);
   }

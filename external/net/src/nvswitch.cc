@@ -92,6 +92,14 @@ void NvSwitch::inject_at_output(PacketHandle h, TimePs delay_ps) {
   schedule(sim_.now() + delay_ps, kInject, h, replication_input(out));
 }
 
+std::uint32_t NvSwitch::injection_queue(std::uint32_t in, PacketType type) const {
+  if (!is_replication_input(in)) return in_[in].injection_vc();
+  // One queue per VC class (its first VC's slot): the switch allocator round-robins among them.
+  const VcClass c = vc_class_of(type, params_.traffic_control);
+  if (c == VcClass::kAny) return in_[in].injection_vc();
+  return vc_range(c, params_.vcs_per_port, params_.traffic_control).first;
+}
+
 std::string NvSwitch::input_name(std::uint32_t in) const {
   if (is_replication_input(in)) return "replication queue of port" + std::to_string(in - num_ports());
   return "port" + std::to_string(in);
@@ -119,13 +127,13 @@ void NvSwitch::handle(const Event& e) {
     case kInject: {
       const auto h = static_cast<PacketHandle>(e.arg);
       const std::uint32_t port = e.arg32;
-      const std::uint32_t ivc = in_[port].injection_vc();
+      const std::uint32_t ivc = injection_queue(port, sim_.packets()[h].type);
       const bool was_empty = in_[port].empty(ivc);
       InputEntry entry = make_entry(h, port, sim_.now());
       entry.ready_ps = sim_.now() + params_.pipeline_ps();
       if (is_replication_input(port) && entry.out_port != port - num_ports())
         throw InvariantError(NodeComponent::name() + ": a packet in the " + input_name(port) + " routes elsewhere");
-      in_[port].inject(entry);
+      in_[port].inject(entry, ivc);
       if (was_empty) head_changed(port, ivc);
       return;
     }

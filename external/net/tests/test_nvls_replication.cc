@@ -356,6 +356,29 @@ TEST(NvlsReplication, EveryGpuMulticastingKeepsEveryOutputBusy) {
     EXPECT_EQ(r.stat("sw0.port" + std::to_string(g) + ".tx.bytes.PKT_MM_ST"), 1024.0 * kGpus * kStores) << g;
 }
 
+TEST(NvlsReplication, ResponsesDoNotQueueBehindMulticastCopies) {
+  // All 8 GPUs multicast 32 stores of 1 KiB: every output receives 8 copies per store time and
+  // sends one, so its replication queue builds a backlog of ~200 copies (~13 us). The switch's
+  // acks (responses) enter the same outputs' replication queues; kept in their own class queue
+  // they pass the backlog, so every issuer has all 32 acks soon after its last store.
+  constexpr std::uint64_t kStores = 32;
+  NvlsRun r;
+  for (std::uint32_t g = 0; g < kGpus; ++g)
+    for (std::uint64_t k = 0; k < kStores; ++k)
+      r.script.sends.push_back({g, multimem(proto::PKT_MM_ST, (std::uint64_t{g} << 32) + 128 * k, k, 1024, {double(g)})});
+  run(r, 2 * flits_for(1024, 16, 1));
+  const TimePs last_store_sent = kStores * serialisation(1024);
+  std::map<std::uint32_t, int> acks;
+  for (const auto& a : r.of_type(proto::PKT_MM_ACK)) {
+    ++acks[a.gpu];
+    EXPECT_LT(a.t, last_store_sent + 8 * serialisation(1024)) << "ack " << a.p.tag << " to gpu " << a.gpu;
+  }
+  for (std::uint32_t g = 0; g < kGpus; ++g) EXPECT_EQ(acks[g], static_cast<int>(kStores)) << g;
+  TimePs last_copy = 0;
+  for (const auto& c : r.of_type(proto::PKT_MM_ST)) last_copy = std::max(last_copy, c.t);
+  EXPECT_GT(last_copy, 4 * last_store_sent);  // the backlog was real
+}
+
 TEST(NvlsReplication, TwoShotAllReducePatternIsOutputBound) {
   // The traffic of NVLS two-shot all_reduce: every GPU ld_reduces its slices (the switch reads
   // all 8 members and answers the sum) and multicast-stores them. Each output carries 8 copies

@@ -58,6 +58,10 @@ class InputUnit {
   // Check that `p` fits its VC (used for packets a switch feature takes before buffering).
   void check_fits(const Packet& p) const;
   void inject(const InputEntry& e) { vcs_[num_vcs_].ring.push(e); }
+  // An input without an upstream link (a replication queue) has no use for its VC buffers, so
+  // they serve as unbounded injection queues, one per traffic class: a response is then never
+  // queued behind requests (NVLink keeps requests and responses on separate VCs).
+  void inject(const InputEntry& e, std::uint32_t queue);
 
   bool empty(std::uint32_t vc) const { return vcs_[vc].ring.empty(); }
   InputEntry& head(std::uint32_t vc) { return vcs_[vc].ring.front(); }

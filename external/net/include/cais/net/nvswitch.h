@@ -24,7 +24,9 @@
 // is the replication queue of output o. So the copies of a multicast take no crossbar time of
 // the port the request came in on, and each copy waits only for its own output and credits, as
 // in a switch that replicates in its crossbar (a shared FIFO at the requester's input would
-// serialise the copies and block every output behind the busiest one).
+// serialise the copies and block every output behind the busiest one). A replication queue
+// keeps one FIFO per VC class, so ld_reduce results and acks never wait behind multicast
+// stores and read requests.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -86,6 +88,8 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   // Crossbar input of output `out`'s replication queue, and the inverse test.
   std::uint32_t replication_input(std::uint32_t out) const { return num_ports() + out; }
   bool is_replication_input(std::uint32_t in) const { return in >= num_ports(); }
+  // Queue of input `in` that a packet injected there enters (per class at replication inputs).
+  std::uint32_t injection_queue(std::uint32_t in, PacketType type) const;
   std::string input_name(std::uint32_t in) const;
   void on_arrival(PacketHandle h);
   void on_credit(std::uint32_t port, PacketHandle h);
