@@ -30,7 +30,7 @@ def run_to(tmp_path: Path, name: str, *overrides: str) -> Path:
 
 
 def same_files(a: Path, b: Path) -> None:
-    for f in ("results.csv", "stats.csv"):
+    for f in ("results.csv", "stats.csv", "series.csv"):
         assert (a / f).read_bytes() == (b / f).read_bytes(), f"{f} differs between {a.name} and {b.name}"
 
 
@@ -115,6 +115,13 @@ def test_conservation_of_bytes(engines, tmp_path):
     assert s(r"gpu\d+\.port\d+\.tx\.flits") == s(r"sw\d+\.port\d+\.tx\.flits")
     # 25% of 3200 requests are reads of 128 B, the rest writes of 128 B.
     assert s(r"gpu\d+\.read_bytes") + s(r"gpu\d+\.write_bytes") == 8 * 400 * 128
+    # Each link's utilisation time series adds up to the link's total wire bytes.
+    series = pd.read_csv(out / "series.csv")
+    per_link = series[series["name"].str.endswith(".tx.wire_bytes")].groupby("name")["value"].sum()
+    assert len(per_link) == 8 * 4 * 2  # every GPU port and every switch port, one direction each
+    scalar = stats.set_index("name")["value"]
+    for name, total in per_link.items():
+        assert total == scalar[name] > 0, name  # the series' scalar is its total
 
 
 # ------------------------------------------------------------------------------ failures

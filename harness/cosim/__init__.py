@@ -166,7 +166,7 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
         loop0, cpu0 = time.perf_counter(), time.process_time()
         end_ps, windows, skipped, _ = coord.run(next_event, part.window_ps, int(max_sim_time_us * 1e6))
         loop_s, loop_cpu_s = time.perf_counter() - loop0, time.process_time() - cpu0
-        stats = coord.collect_stats(end_ps)
-    return SimResult(stats=stats, end_ps=end_ps, windows=windows, windows_skipped=skipped, window_ps=part.window_ps,
+        stats, series = coord.collect_stats(end_ps)
+    return SimResult(stats=stats, series=series, end_ps=end_ps, windows=windows, windows_skipped=skipped, window_ps=part.window_ps,
                      wall_s=time.perf_counter() - wall0, loop_s=loop_s, loop_cpu_s=loop_cpu_s,
                      engines=[e.name for e in part.engines])

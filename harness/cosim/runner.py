@@ -22,6 +22,9 @@ from harness.protocol import cosim as pb
 NEVER = 2**64 - 1
 
 
+SERIES_COLUMNS = ["name", "bin", "start_ns", "bin_ns", "value"]
+
+
 @dataclass
 class SimResult:
     stats: pd.DataFrame
@@ -34,6 +37,8 @@ class SimResult:
     loop_cpu_s: float = 0.0
     """CPU time the harness itself spent in the lock-step loop (excludes waiting for engines)."""
     engines: list[str] = field(default_factory=list)
+    series: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SERIES_COLUMNS))
+    """Time series statistics (per-link wire bytes per bin): one row per (name, bin)."""
 
     def stat(self, name: str) -> float:
         rows = self.stats.loc[self.stats["name"] == name, "value"]
@@ -224,21 +229,26 @@ class Coordinator:
         skipped = max(0, -(-(last_event + 1) // window_ps) - windows)
         return last_event, windows, skipped, done
 
-    def collect_stats(self, end_ps: int) -> pd.DataFrame:
+    def collect_stats(self, end_ps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Scalar statistics (name, value, unit) and time series (SERIES_COLUMNS) of every engine."""
         get = pb.Control()
         get.get_stats.end_ps = end_ps
         data = get.SerializeToString()
         for i in range(len(self.engines)):
             self.send(i, data)
-        rows = []
+        rows, series = [], []
         replies = self.gather("stats", list(range(len(self.engines))))
         for i in range(len(self.engines)):
             for s in replies[i][0].stats.stats:
                 if s.name.startswith("engine."):
                     continue  # per-process bookkeeping would break partition invariance
                 rows.append((s.name, s.value, s.unit))
+                bin_ns = s.series_bin_ps / 1e3
+                series.extend((s.name, k, k * bin_ns, bin_ns, v) for k, v in enumerate(s.series))
         df = pd.DataFrame(rows, columns=["name", "value", "unit"])
-        return df.sort_values("name", kind="stable").reset_index(drop=True)
+        ts = pd.DataFrame(series, columns=SERIES_COLUMNS)
+        return (df.sort_values("name", kind="stable").reset_index(drop=True),
+                ts.sort_values(["name", "bin"], kind="stable").reset_index(drop=True))
 
     def shutdown(self) -> None:
         bye = pb.Control()

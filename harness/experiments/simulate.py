@@ -2,7 +2,9 @@
 
 With the ``traffic`` GPU model every GPU issues remote reads and writes to random peers through
 the switches; results.csv gets one row with the simulated time, delivered bytes, achieved
-bandwidth and request latency, and stats.csv beside it every hierarchical statistic.
+bandwidth and request latency, stats.csv beside it every hierarchical statistic, and series.csv
+every time series (per link and direction: wire bytes per stats bin; columns name, bin, start_ns,
+bin_ns, value).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     result = run_system(cfg)
     stats = result.stats
     write_csv_atomic(out_dir / "stats.csv", stats)
+    write_csv_atomic(out_dir / "series.csv", result.series)
 
     def total(pattern: str) -> float:
         return float(stats.loc[stats["name"].str.fullmatch(pattern), "value"].sum())

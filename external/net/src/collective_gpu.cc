@@ -23,6 +23,8 @@
 //     simulated packet that occupies the wire exactly as the N packets would (N headers), so
 //     bytes on links are identical and only arbitration granularity changes (test: converges as
 //     N -> 1).
+// Statistics: besides bytes and flags, where the channels' time goes (wait_data_ps, wait_slot_ps,
+// fence_ps, summed over channels; the rest is CTA copying and idle after the last slice).
 // Functional mode (collective.functional): packets carry float values (4 B elements); every rank
 // checks its output against the sums computed in closed form and counts mismatches.
 #include <algorithm>
@@ -155,6 +157,9 @@ class CollectiveGpu : public NodeComponent {
     sim.stats().counter(pre + ".ld_reduce_bytes", "B", &nvls_loads_done_);
     sim.stats().counter(pre + ".multicast_rx_bytes", "B", &mc_rx_bytes_);
     sim.stats().counter(pre + ".reads_served_bytes", "B", &reads_served_bytes_);
+    sim.stats().counter(pre + ".wait_data_ps", "ps", &wait_data_ps_);
+    sim.stats().counter(pre + ".wait_slot_ps", "ps", &wait_slot_ps_);
+    sim.stats().counter(pre + ".fence_ps", "ps", &fence_ps_);
     sim.stats().counter(pre + ".functional_checked", "elements", &checked_);
     sim.stats().counter(pre + ".functional_errors", "elements", &errors_);
     schedule(start_ps_, kStart);
@@ -209,6 +214,8 @@ class CollectiveGpu : public NodeComponent {
   struct RingChan {
     std::size_t pc = 0;
     bool fencing = false, busy = false;
+    std::uint8_t waiting = 0;  // WaitKind
+    TimePs since = 0;          // start of the current wait or fence
     std::uint64_t issue_off = 0;
     std::uint64_t send_idx = 0, recv_idx = 0, unacked = 0;
     std::vector<std::uint8_t> tails, heads;
@@ -301,8 +308,9 @@ class CollectiveGpu : public NodeComponent {
     while (!ch.fencing && !ch.busy && ch.pc < ops.size()) {
       const SliceOp& op = ops[ch.pc];
       const bool rv = prim_recv(op.prim), sd = prim_send(op.prim);
-      if (rv && ch.tail_contig <= ch.recv_idx) return;           // data not there yet
-      if (sd && ch.send_idx >= ch.head_contig + slots_) return;  // no free slot at the receiver
+      if (rv && ch.tail_contig <= ch.recv_idx) return begin_wait(ch, kWaitData);          // data not there yet
+      if (sd && ch.send_idx >= ch.head_contig + slots_) return begin_wait(ch, kWaitSlot);  // no free slot
+      end_wait(ch);
       if (functional_ && prim_writes_output(op.prim))
         for (std::uint64_t i = op.offset / kElemBytes; i < (op.offset + op.bytes) / kElemBytes; ++i)
           out_vals_[i] = result_val(op.prim, i);
@@ -315,12 +323,32 @@ class CollectiveGpu : public NodeComponent {
       if (sd && op.bytes) {
         for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_)
           emit_data(c, op, off, std::min<std::uint64_t>(bulk_bytes_, op.bytes - off));
-        ch.fencing = true;  // __threadfence_system before the tail flag
+        begin_fence(ch);  // __threadfence_system before the tail flag
         return;
       }
       ring_post(c);
     }
     update_finish();
+  }
+
+  // Where a channel's time goes (summed over channels, in stats): waiting for the previous
+  // rank's data (its tail flag), for a free slot at the next rank (its head flag), or in the
+  // fence for the write responses of its last slice.
+  enum WaitKind : std::uint8_t { kNotWaiting = 0, kWaitData = 1, kWaitSlot = 2 };
+  void begin_wait(RingChan& ch, WaitKind k) {
+    if (ch.waiting == kNotWaiting) {
+      ch.waiting = k;
+      ch.since = sim_.now();
+    }
+  }
+  void end_wait(RingChan& ch) {
+    if (ch.waiting == kNotWaiting) return;
+    (ch.waiting == kWaitData ? wait_data_ps_ : wait_slot_ps_) += sim_.now() - ch.since;
+    ch.waiting = kNotWaiting;
+  }
+  void begin_fence(RingChan& ch) {
+    ch.fencing = true;
+    ch.since = sim_.now();
   }
 
   // One step of a CTA copying a slice at collective.cta_bw_gbps: a send primitive issues its
@@ -331,7 +359,7 @@ class CollectiveGpu : public NodeComponent {
     if (ch.issue_off >= op.bytes) {
       ch.busy = false;
       if (prim_send(op.prim) && ch.unacked) {
-        ch.fencing = true;  // __threadfence_system before the tail flag
+        begin_fence(ch);  // __threadfence_system before the tail flag
         return;
       }
       ring_post(c);
@@ -415,6 +443,7 @@ class CollectiveGpu : public NodeComponent {
       RingChan& ch = chans_[c];
       if (ch.unacked == 0) throw InvariantError(name() + ": unexpected write ack");
       if (--ch.unacked == 0 && ch.fencing) {
+        fence_ps_ += sim_.now() - ch.since;
         ring_post(c);
         ring_advance(c);
       }
@@ -584,6 +613,7 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t nvls_load_total_ = 0, nvls_loads_done_ = 0, mc_rx_bytes_ = 0, reads_served_bytes_ = 0;
   std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
   std::uint64_t checked_ = 0, errors_ = 0, mm_seq_ = 0;
+  std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0;  // summed over channels
   std::vector<double> out_vals_, rs_in_, ag_in_;
   PlaneHash planes_;
   std::vector<OutputChannel> out_;

@@ -445,7 +445,9 @@ TEST(CollectiveGpu, BulkPacketsConvergeToSinglePackets) {
   for (double v : t) std::cout << "  ring all_reduce 8 MB x4: " << v << " us, busbw " << 1.5 * k.bytes / (v * 1e3) << " GB/s\n";
   for (std::size_t i = 0; i + 1 < t.size(); ++i) {
     EXPECT_NEAR(t[i] / ref, 1.0, i == 0 ? 0.05 : 0.03) << "multiple index " << i;  // N=16: 5%, N<=8: 3%
-    if (i + 2 < t.size()) EXPECT_LE(std::abs(t[i + 1] - ref), std::abs(t[i] - ref) + 0.002 * ref);
+    if (i + 2 < t.size()) {
+      EXPECT_LE(std::abs(t[i + 1] - ref), std::abs(t[i] - ref) + 0.002 * ref);
+    }
   }
 }
 
@@ -463,6 +465,33 @@ TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   const double busbw = 2.0 * (k.gpus - 1) / k.gpus * k.bytes / (o.finish_us * 1e3);
   EXPECT_LT(busbw, 360.0);
   EXPECT_GT(busbw, 300.0);
+}
+
+TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
+  // Per GPU, channels x run time = CTA copying + waiting for data + waiting for a slot + fences
+  // (+ idle after a channel's last slice). With a CTA rate the copying time is known exactly:
+  // every slice byte once at cta_bw.
+  Case k;
+  k.gpus = 4;
+  k.bytes = 4 << 20;
+  k.functional = false;
+  k.chunk = 256 << 10;
+  k.channels = 4;
+  k.cta_bw = 20.0;
+  auto o = run_case(k);
+  const RingParams rp{CollOp::kAllReduce, k.gpus, k.bytes, k.channels, k.chunk, 2, 16};
+  for (std::uint32_t g = 0; g < k.gpus; ++g) {
+    const std::string pre = "gpu" + std::to_string(g) + ".collective.";
+    double slice_bytes = 0;
+    for (const auto& ch : build_ring_schedule(rp, g).channels)
+      for (const auto& op : ch) slice_bytes += static_cast<double>(op.bytes);
+    const double copy_ps = slice_bytes / k.cta_bw * 1e3;  // bytes / (GB/s) = ns
+    const double waits = o.get(pre + "wait_data_ps") + o.get(pre + "wait_slot_ps") + o.get(pre + "fence_ps");
+    const double budget = k.channels * o.get(pre + "finish_time");
+    EXPECT_GT(o.get(pre + "fence_ps"), 0) << g;
+    EXPECT_LE(copy_ps + waits, budget * (1 + 1e-9)) << g;
+    EXPECT_GT(copy_ps + waits, 0.9 * budget) << g;  // little time unaccounted for (channel ends)
+  }
 }
 
 TEST(CollectiveGpu, NvlsTwoShotBeatsRingOnAnIdealSwitch) {
