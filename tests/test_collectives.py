@@ -43,10 +43,16 @@ def test_experiment_on_tiny_input_is_functionally_correct(engines, tmp_path):
 
 
 def test_cli_writes_results(engines, cli, tmp_path):
-    cli("experiment=validate_collectives", f"validate.input={TINY}", f"out_dir={tmp_path}")
+    cli("experiment=validate_collectives", f"validate.input={TINY}", f"out_dir={tmp_path}", "validate.stats=true")
     df = read_results(tmp_path)
     assert {"name", "op", "bytes", "gpus", "algo", "sim_us", "busbw_GBps"} <= set(df.columns)
     assert len(df) == 4
+    for _, row in df.iterrows():  # per-row statistics: the channels' time, link series
+        stats = pd.read_csv(tmp_path / "rows" / row["name"] / "stats.csv").set_index("name")["value"]
+        series = pd.read_csv(tmp_path / "rows" / row["name"] / "series.csv")
+        assert stats["gpu0.collective.finish_time"] / 1e6 <= row["sim_us"]
+        link = "gpu0.port0.tx.wire_bytes"
+        assert series.loc[series["name"] == link, "value"].sum() == stats[link] > 0
 
 
 def test_unknown_op_is_refused(tmp_path):

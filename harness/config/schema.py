@@ -94,6 +94,8 @@ class SchemeConfig:
 class ValidateConfig:
     input: Optional[str] = None
     """CSV of cases for validate_* experiments."""
+    stats: bool = False
+    """validate_collectives: also write <out_dir>/rows/<name>/stats.csv and series.csv per row."""
 
 
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:

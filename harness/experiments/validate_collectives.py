@@ -26,6 +26,7 @@ from harness import REPO_ROOT
 from harness import topology as topo_mod
 from harness.cosim import simulate
 from harness.errors import ConfigError
+from harness.results import write_csv_atomic
 from harness.system import cosim_options, engine_params
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "collectives.csv"
@@ -81,7 +82,7 @@ def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
     return params
 
 
-def simulate_row(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
+def simulate_row(cfg: DictConfig, row: pd.Series, stats_dir: Path | None = None) -> dict[str, Any]:
     system = row_system(cfg, row)
     topo = topo_mod.build(system)
     params = row_params(cfg, row)
@@ -89,6 +90,9 @@ def simulate_row(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
     opts["gpus_per_process"] = int(row["gpus"])
     res = simulate(topo, params, seed=int(cfg.seed), **opts)
     st = res.stats
+    if stats_dir is not None:  # every statistic and link time series of this row
+        write_csv_atomic(stats_dir / "stats.csv", st)
+        write_csv_atomic(stats_dir / "series.csv", res.series)
     fin = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.finish_time")]["value"]
     if len(fin) != int(row["gpus"]):
         raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} finish times, got {len(fin)}")
@@ -117,12 +121,14 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
         df = df.rename(columns={"system": "system_in"})
     jobs = int(os.environ.get("CAIS_VALIDATE_JOBS", "1"))
 
+    keep_stats = bool(cfg.validate.get("stats", False))
+
     def one(item):
         _, row = item
         if "system_in" in row and isinstance(row["system_in"], str):
             row = row.copy()
             row["system"] = row["system_in"]
-        return simulate_row(cfg, row)
+        return simulate_row(cfg, row, out_dir / "rows" / str(row["name"]) if keep_stats else None)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
         results = list(ex.map(one, df.iterrows()))
