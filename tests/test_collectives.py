@@ -1,6 +1,9 @@
 """validate_collectives: NCCL-like collectives on the network engine (GPU model "collective")."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -53,6 +56,10 @@ def test_cli_writes_results(engines, cli, tmp_path):
         assert stats["gpu0.collective.finish_time"] / 1e6 <= row["sim_us"]
         link = "gpu0.port0.tx.wire_bytes"
         assert series.loc[series["name"] == link, "value"].sum() == stats[link] > 0
+    # ... which scripts/collective_breakdown.py summarises per row
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collective_breakdown.py"), str(tmp_path),
+                          "--window-us", "0", "5"], capture_output=True, text=True, check=True).stdout
+    assert all(f"{name}: busbw" in out for name in df["name"]) and out.count("egress_busy") == len(df)
 
 
 def test_unknown_op_is_refused(tmp_path):
