@@ -236,6 +236,14 @@ Packet multimem(proto::PacketType type, std::uint64_t addr, std::uint64_t tag, s
 
 TimePs serialisation(std::uint32_t payload) { return flits_for(payload, 16, 1) * kNs; }
 
+// Every GPU multicasts `stores` stores of 1 KiB to the whole group, with VC buffers of two packets.
+void run_all_multicast(NvlsRun& r, std::uint64_t stores) {
+  for (std::uint32_t g = 0; g < kGpus; ++g)
+    for (std::uint64_t k = 0; k < stores; ++k)
+      r.script.sends.push_back({g, multimem(proto::PKT_MM_ST, (std::uint64_t{g} << 32) + 128 * k, k, 1024, {double(g)})});
+  run(r, 2 * flits_for(1024, 16, 1));
+}
+
 // ------------------------------------------------------------------ tests
 TEST(NvlsReplication, MulticastCopiesLeaveTheOutputsTogether) {
   // One 1 KiB multimem.st from GPU 2 to all 8: every copy arrives one switch traversal after the
@@ -335,10 +343,7 @@ TEST(NvlsReplication, EveryGpuMulticastingKeepsEveryOutputBusy) {
   // two packets (credits never overflow: the input units and output channels would throw).
   constexpr std::uint64_t kStores = 32;
   NvlsRun r;
-  for (std::uint32_t g = 0; g < kGpus; ++g)
-    for (std::uint64_t k = 0; k < kStores; ++k)
-      r.script.sends.push_back({g, multimem(proto::PKT_MM_ST, (std::uint64_t{g} << 32) + 128 * k, k, 1024, {double(g)})});
-  run(r, 2 * flits_for(1024, 16, 1));
+  run_all_multicast(r, kStores);
   const auto copies = r.of_type(proto::PKT_MM_ST);
   ASSERT_EQ(copies.size(), kGpus * kGpus * kStores);
   TimePs last = 0;
@@ -363,10 +368,7 @@ TEST(NvlsReplication, ResponsesDoNotQueueBehindMulticastCopies) {
   // they pass the backlog, so every issuer has all 32 acks soon after its last store.
   constexpr std::uint64_t kStores = 32;
   NvlsRun r;
-  for (std::uint32_t g = 0; g < kGpus; ++g)
-    for (std::uint64_t k = 0; k < kStores; ++k)
-      r.script.sends.push_back({g, multimem(proto::PKT_MM_ST, (std::uint64_t{g} << 32) + 128 * k, k, 1024, {double(g)})});
-  run(r, 2 * flits_for(1024, 16, 1));
+  run_all_multicast(r, kStores);
   const TimePs last_store_sent = kStores * serialisation(1024);
   std::map<std::uint32_t, int> acks;
   for (const auto& a : r.of_type(proto::PKT_MM_ACK)) {
