@@ -41,6 +41,8 @@ RouterParams RouterParams::from(const Params& p) {
   r.credit_ps = delay_ps(p, "net.credit_delay_ns");
   r.stats_bin_ps = ns_to_ps(p.get_positive("net.stats_bin_ns"));
   r.sw_alloc_patience = static_cast<std::uint32_t>(p.get_uint("net.sw_alloc_patience"));
+  r.output_aware_inputs = p.has("net.sw_input_select") &&
+                          p.get_enum("net.sw_input_select", {"first_ready", "output_aware"}) == "output_aware";
   r.traffic_control = p.get_bool("net.traffic_control");
   r.functional = p.get_bool("net.functional");
   r.features = split_features(p.get_string("net.features"));

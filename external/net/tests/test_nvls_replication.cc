@@ -18,6 +18,7 @@
 #include "cais/errors.h"
 #include "cais/link.h"
 #include "cais/net/nvswitch.h"
+#include "cais/net/vc_allocator.h"
 #include "cais/params.h"
 #include "router_test_util.h"
 
@@ -32,6 +33,7 @@ struct ProbeScript {
   struct Send {
     std::uint32_t gpu = 0;
     Packet p;  // type, dst, addr, tag, aux, count, payload_bytes, values are sent as given
+    TimePs at = 0;  // when the GPU queues it (responses go on the response VC)
   };
   struct Got {
     TimePs t = 0;
@@ -69,6 +71,7 @@ class NvlsProbe : public NodeComponent {
       case kStart: return start();
       case kPortFree: return pump(e.arg32);
       case kDrain: return drain(e.arg32);
+      case kSendAt: return send_scripted(g_script->sends[e.arg].p);
       default: throw InvariantError("nvls probe: unknown event");
     }
   }
@@ -81,12 +84,20 @@ class NvlsProbe : public NodeComponent {
   }
 
  private:
-  enum Kind : std::uint32_t { kStart = 1, kPortFree, kDrain };
+  enum Kind : std::uint32_t { kStart = 1, kPortFree, kDrain, kSendAt };
 
   void start() {
-    for (const auto& s : g_script->sends)
-      if (s.gpu == node_) send(s.p, kReqVc);
+    for (std::size_t i = 0; i < g_script->sends.size(); ++i) {
+      const auto& s = g_script->sends[i];
+      if (s.gpu != node_) continue;
+      if (s.at > 0) {
+        schedule(s.at, kSendAt, i);
+      } else {
+        send_scripted(s.p);
+      }
+    }
   }
+  void send_scripted(const Packet& p) { send(p, vc_class_of(p.type, false) == VcClass::kResponse ? kRespVc : kReqVc); }
   void send(const Packet& what, std::uint32_t vc) {
     const PacketHandle h = sim_.new_packet(*this);
     Packet& p = sim_.packets()[h];
@@ -200,7 +211,8 @@ struct NvlsRun {
   }
 };
 
-void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false) {
+void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false,
+         const std::string& input_select = "first_ready") {
   auto b = testing::xbar(kGpus);
   b.net_params(2, vc_depth_flits);
   b.set_s("host.gpu_model", "nvls_probe");
@@ -209,6 +221,7 @@ void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false) {
   b.set_d("net.nvls.multicast_delay_ns", kMulticastNs);
   b.set_d("net.nvls.reduce_delay_ns", kReduceNs);
   b.set_b("net.nvls.member_acks", member_acks);
+  b.set_s("net.sw_input_select", input_select);
   r.script.ack_copies = member_acks;
   g_script = &r.script;
   HostedModel m;
@@ -412,6 +425,47 @@ TEST(NvlsReplication, TwoShotAllReducePatternIsOutputBound) {
   std::cout << "  two-shot pattern: last packet at " << last / kNs << " ns, output bound " << per_output / kNs
             << " ns\n";
   EXPECT_LT(last, per_output + per_output / 10);
+}
+
+TEST(SwitchAllocation, OutputAwareInputsLetDataPassAResponseForABusyOutput) {
+  // GPUs 2 and 3 stream 4 KiB writes to GPU 7, keeping output 7 busy from ~260 ns on (the
+  // switch sees a packet once its tail is in). At 300 ns GPU 0 sends a write response to GPU 7
+  // (response VC) and then a 1 KiB write to idle GPU 5 (request VC). first_ready: input 0
+  // requests output 7 for the response and the write waits behind it until output 7 grants
+  // (~520 ns); output_aware: the write to the free output goes as soon as its tail is in.
+  TimePs write_at[2] = {0, 0};
+  const char* modes[2] = {"first_ready", "output_aware"};
+  for (int m = 0; m < 2; ++m) {
+    NvlsRun r;
+    Packet big;
+    big.type = proto::PKT_WRITE;
+    big.dst = 7;
+    big.payload_bytes = 4096;
+    for (std::uint32_t g : {2u, 3u})
+      for (std::uint64_t k = 0; k < 4; ++k) {
+        big.addr = (std::uint64_t{g} << 32) + 4096 * k;
+        r.script.sends.push_back({g, big});
+      }
+    Packet ack;
+    ack.type = proto::PKT_WRITE_ACK;
+    ack.dst = 7;
+    r.script.sends.push_back({0, ack, 300 * kNs});
+    Packet w;
+    w.type = proto::PKT_WRITE;
+    w.dst = 5;
+    w.payload_bytes = 1024;
+    r.script.sends.push_back({0, w, 301 * kNs});
+    run(r, 2 * flits_for(4096, 16, 1), false, modes[m]);
+    const auto writes = r.of_type(proto::PKT_WRITE);
+    ASSERT_EQ(writes.size(), 9u) << modes[m];
+    for (const auto& x : writes)
+      if (x.gpu == 5) write_at[m] = x.t;
+    ASSERT_EQ(r.of_type(proto::PKT_WRITE_ACK).size(), 1u) << modes[m];
+  }
+  const TimePs tail_in = 301 * kNs + serialisation(1024) + kLinkNs * kNs;
+  std::cout << "  write to the free output arrives at " << write_at[0] / kNs << " ns (first_ready), " << write_at[1] / kNs << " ns (output_aware)\n";
+  EXPECT_LT(write_at[1], tail_in + 10 * kNs);  // output_aware: no wait
+  EXPECT_GT(write_at[0], write_at[1] + serialisation(1024));  // first_ready: blocked
 }
 
 }  // namespace

@@ -24,6 +24,11 @@ struct RouterParams {
   TimePs credit_ps = 0;
   TimePs stats_bin_ps = 1000000;
   std::uint32_t sw_alloc_patience = 2;  // lost arbitrations before an input moves on (0: never)
+  // Stage 1 of switch allocation: an input picks its next ready VC round-robin (first_ready,
+  // BookSim's separable input-first), or prefers a VC whose output is free (output_aware; at
+  // packet granularity this lets e.g. a data packet pass a response that waits for a busy
+  // output, as flit interleaving would).
+  bool output_aware_inputs = false;
   bool traffic_control = false;
   bool functional = false;
   std::vector<std::string> features;

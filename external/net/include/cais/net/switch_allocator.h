@@ -73,7 +73,13 @@ class SwitchAllocator {
   // Stage 1: if `in` is free and has no request, pick a ready VC round-robin (-1 if none); the
   // caller then files the request for the VC's output with request().
   std::int32_t select(std::uint32_t in, TimePs now) const;
+  // Same, but among the ready VCs in `preferred` when there are any (output-aware selection).
+  std::int32_t select_preferring(std::uint32_t in, TimePs now, std::uint64_t preferred) const;
+  std::uint64_t ready_mask(std::uint32_t in) const { return ready_[in]; }
+  std::uint32_t requested_output(std::uint32_t in) const { return sel_out_[in]; }
   void request(std::uint32_t in, std::uint32_t vc, std::uint32_t out);
+  // Take back the pending request of `in` (it will request another output).
+  void withdraw(std::uint32_t in);
 
   // Output side.
   bool has_requests(std::uint32_t out) const { return !requests_[out].empty(); }
