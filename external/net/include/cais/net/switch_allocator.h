@@ -8,7 +8,9 @@
 // packet granularity it costs a whole packet time, so a purely sticky input (patience 0)
 // under-estimates BookSim's saturation throughput (8x8 uniform: 0.62 vs 0.69), an input that
 // moves on after every loss over-estimates it (0.81); patience 2 matches (0.68), see
-// docs/VALIDATION.md. Stage 2 (output arbiters): a free output grants one of the inputs requesting
+// docs/VALIDATION.md. With net.sw_input_select=output_aware the router instead has an input
+// prefer VCs whose output is free (select_preferring) and withdraw a request that waits on a
+// busy output when another VC could go (withdraw). Stage 2 (output arbiters): a free output grants one of the inputs requesting
 // it, round-robin. A granted input and output stay busy while the packet streams through the
 // crossbar. There is no polling: the router calls select() when an input becomes free or one
 // of its VCs becomes ready, and grant() when an output becomes free or gets a new request.
