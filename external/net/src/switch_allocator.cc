@@ -23,11 +23,6 @@ void SwitchAllocator::init(std::uint32_t inputs, std::uint32_t outputs, std::uin
   grants_ = 0;
 }
 
-std::int32_t SwitchAllocator::select(std::uint32_t in, TimePs now) const {
-  if (sel_[in] >= 0 || in_busy_[in] > now) return -1;
-  return in_arb_[in].pick_mask(ready_[in]);
-}
-
 std::int32_t SwitchAllocator::select_preferring(std::uint32_t in, TimePs now, std::uint64_t preferred) const {
   if (sel_[in] >= 0 || in_busy_[in] > now) return -1;
   const std::uint64_t p = preferred & ready_[in];
