@@ -44,6 +44,9 @@ def main() -> None:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--window-us", type=float, nargs=2, default=(10.0, 50.0))
     args = ap.parse_args()
+    for f in ("results.csv", "config.yaml"):
+        if not (args.out_dir / f).is_file():
+            raise SystemExit(f"{args.out_dir / f} not found: give the out_dir of a validate_collectives run")
     res = pd.read_csv(args.out_dir / "results.csv")
     cfg = OmegaConf.load(args.out_dir / "config.yaml")
     for _, r in res.iterrows():
