@@ -5,16 +5,21 @@
 //   * channels: one NCCL channel is one CTA; each executes its schedule (collective_schedule.h)
 //     sequentially, slice by slice.
 //   * ring, Simple protocol: a slice is sent as posted NVLink writes of up to
-//     collective.packet_bytes (128 B); every write is acknowledged by the receiver (an NVLink
-//     write response, one header flit per 128 B packet). After its data the CTA fences
-//     (__threadfence_system: waits for the write responses) and posts the tail flag (an 8 B
-//     write) to the next rank; the next rank's CTA may consume the slice only once that flag has
-//     arrived (synchronisation through the data itself), and after consuming it posts the head
-//     flag back, which frees one of collective.buffer_slices buffer slots (NCCL_STEPS /
-//     SLICESTEPS) the sender may have in flight.
+//     collective.packet_bytes (128 B); writes are acknowledged by the receiver (an NVLink write
+//     response of one header flit per collective.writes_per_response packets). After a slice's
+//     data the post warp fences (__threadfence_system: waits for that slice's write responses)
+//     and posts the tail flag (an 8 B write) to the next rank, while the workers go on with the
+//     next slice (collective.overlap_fence; NCCL 2.28 prims_simple.h: nworkers = nthreads - 32,
+//     the post-send thread is in the last warp); the next rank's CTA may consume the slice only
+//     once that flag has arrived (synchronisation through the data itself), and after consuming
+//     it posts the head flag back, which frees one of collective.buffer_slices buffer slots
+//     (NCCL_STEPS / SLICESTEPS) the sender may have in flight.
 //   * CTA throughput: with collective.cta_bw_gbps > 0 the CTA moves a slice at that rate (send
 //     primitives issue their packets spaced accordingly; receive-only primitives copy the slice
-//     to the output in that time), so a channel cannot send while it copies out, as in NCCL.
+//     to the output in that time), so a channel cannot send while it copies out, as in NCCL;
+//     collective.cta_jitter_cv varies it from slice to slice. A GPU port sends the channels'
+//     requests in one FIFO or round robin (collective.egress), optionally with a bound on the
+//     bytes a channel may have waiting (collective.egress_bound_bytes: the SM's store path).
 //   * NVLS: the reduce warps of each channel issue multimem.ld_reduce (MM_LD_REDUCE_REQ) of
 //     up to collective.nvls_outstanding_bytes in flight (memory-level parallelism of those warps)
 //     and multimem.st (MM_ST) each reduced packet to the multicast group as soon as it returns.
@@ -84,9 +89,17 @@ class CollectiveGpu : public NodeComponent {
     packet_bytes_ = p.get_uint("collective.packet_bytes");
     const std::uint64_t multiple = p.get_uint("collective.packet_multiple");
     functional_ = p.get_bool("collective.functional");
+    overlap_fence_ = p.get_bool("collective.overlap_fence");
+    egress_rr_ = p.get_enum("collective.egress", {"fifo", "round_robin"}) == "round_robin";
+    egress_bound_ = p.get_uint("collective.egress_bound_bytes");
     start_ps_ = ns_to_ps(p.get_double("collective.start_ns"));
     cta_bw_gbps_ = p.get_double("collective.cta_bw_gbps");
     if (cta_bw_gbps_ < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
+    jitter_cv_ = p.get_double("collective.cta_jitter_cv");
+    if (jitter_cv_ < 0 || jitter_cv_ > 0.3) throw ConfigError("collective.cta_jitter_cv", "must be in [0, 0.3]");
+    seed_ = sim.seed();
+    writes_per_response_ = static_cast<std::uint32_t>(p.get_uint("collective.writes_per_response"));
+    if (writes_per_response_ == 0) throw ConfigError("collective.writes_per_response", "must be >= 1");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
@@ -120,6 +133,7 @@ class CollectiveGpu : public NodeComponent {
       space_bytes_ = ring_.space_bytes;
       shard_bytes_ = ring_.shard_bytes;
       chans_.resize(channels_);
+      egress_bytes_.assign(channels_, 0);
       for (std::uint32_t c = 0; c < channels_; ++c) {
         std::uint64_t sends = 0, recvs = 0;
         for (const auto& o : ring_.channels[c]) {
@@ -160,6 +174,7 @@ class CollectiveGpu : public NodeComponent {
     sim.stats().counter(pre + ".wait_data_ps", "ps", &wait_data_ps_);
     sim.stats().counter(pre + ".wait_slot_ps", "ps", &wait_slot_ps_);
     sim.stats().counter(pre + ".fence_ps", "ps", &fence_ps_);
+    sim.stats().counter(pre + ".egress_wait_ps", "ps", &egress_wait_ps_);
     sim.stats().counter(pre + ".functional_checked", "elements", &checked_);
     sim.stats().counter(pre + ".functional_errors", "elements", &errors_);
     schedule(start_ps_, kStart);
@@ -191,8 +206,8 @@ class CollectiveGpu : public NodeComponent {
         const auto& ch = chans_[c];
         if (ch.pc < ring_.channels[c].size()) {
           os << "channel " << c << " at slice " << ch.pc << "/" << ring_.channels[c].size() << " (tails " << ch.tail_contig
-             << ", heads " << ch.head_contig << ", sent " << ch.send_idx << ", unacked " << ch.unacked
-             << (ch.fencing ? ", fencing" : "") << ")";
+             << ", heads " << ch.head_contig << ", sent " << ch.send_idx << ", unacked " << ch.unacked[0] + ch.unacked[1]
+             << (ch.posting ? ", fencing" : "") << ")";
           return os.str();
         }
       }
@@ -211,13 +226,25 @@ class CollectiveGpu : public NodeComponent {
   }
 
  private:
+  // A channel is NCCL's worker threads (copying slice pc) plus the post warp, which fences a
+  // finished send slice and then posts its flags. The workers may copy the next slice meanwhile
+  // (collective.overlap_fence), but pass the end-of-slice barrier only once the post warp is free.
   struct RingChan {
-    std::size_t pc = 0;
-    bool fencing = false, busy = false;
+    std::size_t pc = 0;         // slice the workers are on
+    bool busy = false;          // workers copying slice pc
+    bool at_barrier = false;    // workers done with slice pc, waiting for the post warp
+    bool posting = false;       // post warp fencing slice post_pc
+    bool stalled = false;       // workers blocked by the post warp since stall_since
+    bool egress_blocked = false;  // CTA stores stalled by a full egress since egress_since
+    TimePs egress_since = 0;
+    std::size_t post_pc = 0;
+    std::uint8_t post_parity = 0;
     std::uint8_t waiting = 0;  // WaitKind
-    TimePs since = 0;          // start of the current wait or fence
+    TimePs since = 0, stall_since = 0;
     std::uint64_t issue_off = 0;
-    std::uint64_t send_idx = 0, recv_idx = 0, unacked = 0;
+    std::uint64_t send_started = 0, recv_started = 0;  // slices begun (NCCL's worker step)
+    std::uint64_t send_idx = 0, recv_idx = 0;          // flags posted
+    std::uint64_t unacked[2] = {0, 0};                 // data writes unacknowledged, by send-slice parity
     std::vector<std::uint8_t> tails, heads;
     std::uint64_t tail_contig = 0, head_contig = 0;
   };
@@ -229,6 +256,7 @@ class CollectiveGpu : public NodeComponent {
   void rng_weights(Sim& sim, std::uint32_t vcs, std::uint32_t depth) {
     planes_ = init_endpoint_ports(sim, node_, name(), vcs, depth, flit_bytes_, out_, in_);
     queues_.resize(out_.size());
+    req_.resize(out_.size());
   }
 
   // Flits of `payload` bytes sent as ceil(payload / packet_bytes) NVLink packets.
@@ -262,22 +290,50 @@ class CollectiveGpu : public NodeComponent {
 
   void enqueue(PacketHandle h, std::uint32_t vc) {
     const std::uint32_t port = planes_.plane(sim_.packets()[h].addr);
-    queues_[port][vc == kReqVc ? 0 : 1].push_back(h);
+    if (vc != kReqVc) {
+      queues_[port][1].push_back(h);
+    } else {
+      // Requests wait per channel (one CTA's stores) and the port serves the channels round
+      // robin (collective.egress=round_robin), or in one FIFO in issue order.
+      const std::uint32_t c = egress_rr_ ? tag_channel(sim_.packets()[h].tag) : 0;
+      RequestQueues& r = req_[port];
+      if (r.by_chan.size() <= c) r.by_chan.resize(c + 1);
+      if (r.by_chan[c].empty()) r.active.push_back(c);
+      r.by_chan[c].push_back(h);
+    }
     pump(port);
   }
 
   void pump(std::uint32_t port) {
     OutputChannel& ch = out_[port];
     if (!ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
-    for (std::uint32_t vc : {resp_vc_, kReqVc}) {
-      auto& q = queues_[port][vc == kReqVc ? 0 : 1];
-      if (q.empty() || !ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
-      const PacketHandle h = q.front();
-      q.pop_front();
-      const TimePs free_at = ch.transmit(sim_, *this, h, vc);
-      schedule(free_at, kPortFree, 0, port);
+    auto& resp = queues_[port][1];
+    if (!resp.empty() && ch.has_credits(resp_vc_, sim_.packets()[resp.front()].flits)) {
+      const PacketHandle h = resp.front();
+      resp.pop_front();
+      schedule(ch.transmit(sim_, *this, h, resp_vc_), kPortFree, 0, port);
       return;
     }
+    RequestQueues& r = req_[port];
+    if (r.active.empty()) return;
+    const std::uint32_t c = r.active.front();
+    auto& q = r.by_chan[c];
+    const PacketHandle h = q.front();
+    if (!ch.has_credits(kReqVc, sim_.packets()[h].flits)) return;
+    q.pop_front();
+    r.active.pop_front();
+    if (!q.empty()) r.active.push_back(c);
+    const Packet& p = sim_.packets()[h];
+    if (algo_ == CollAlgo::kRing && p.type == proto::PKT_WRITE && tag_kind(p.tag) == kData) {
+      const std::uint32_t pc = tag_channel(p.tag);
+      egress_bytes_[pc] -= p.payload_bytes;
+      if (chans_[pc].egress_blocked && egress_bytes_[pc] < egress_bound_) {
+        chans_[pc].egress_blocked = false;
+        egress_wait_ps_ += sim_.now() - chans_[pc].egress_since;
+        schedule(sim_.now(), kCtaStep, 0, pc);
+      }
+    }
+    schedule(ch.transmit(sim_, *this, h, kReqVc), kPortFree, 0, port);
   }
 
   // ------------------------------------------------------------------ functional values
@@ -305,12 +361,15 @@ class CollectiveGpu : public NodeComponent {
   void ring_advance(std::uint32_t c) {
     RingChan& ch = chans_[c];
     const auto& ops = ring_.channels[c];
-    while (!ch.fencing && !ch.busy && ch.pc < ops.size()) {
+    while (!ch.busy && !ch.at_barrier && ch.pc < ops.size()) {
+      if (ch.posting && !overlap_fence_) return stall(ch);  // workers wait for their own fence
       const SliceOp& op = ops[ch.pc];
       const bool rv = prim_recv(op.prim), sd = prim_send(op.prim);
-      if (rv && ch.tail_contig <= ch.recv_idx) return begin_wait(ch, kWaitData);          // data not there yet
-      if (sd && ch.send_idx >= ch.head_contig + slots_) return begin_wait(ch, kWaitSlot);  // no free slot
+      if (rv && ch.tail_contig <= ch.recv_started) return begin_wait(ch, kWaitData);          // data not there yet
+      if (sd && ch.send_started >= ch.head_contig + slots_) return begin_wait(ch, kWaitSlot);  // no free slot
       end_wait(ch);
+      ch.send_started += sd;
+      ch.recv_started += rv;
       if (functional_ && prim_writes_output(op.prim))
         for (std::uint64_t i = op.offset / kElemBytes; i < (op.offset + op.bytes) / kElemBytes; ++i)
           out_vals_[i] = result_val(op.prim, i);
@@ -320,15 +379,55 @@ class CollectiveGpu : public NodeComponent {
         cta_step(c);
         return;
       }
-      if (sd && op.bytes) {
+      if (sd && op.bytes)
         for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_)
           emit_data(c, op, off, std::min<std::uint64_t>(bulk_bytes_, op.bytes - off));
-        begin_fence(ch);  // __threadfence_system before the tail flag
-        return;
-      }
-      ring_post(c);
+      ch.at_barrier = true;
+      if (!pass_barrier(c)) return;
     }
     update_finish();
+  }
+
+  // The end-of-slice barrier (all threads, post warp included): once the post warp is free it
+  // takes the finished slice: a send slice with writes outstanding is fenced
+  // (__threadfence_system) before its tail flag; otherwise the flags go at once.
+  bool pass_barrier(std::uint32_t c) {
+    RingChan& ch = chans_[c];
+    if (ch.posting) {
+      stall(ch);
+      return false;
+    }
+    ch.at_barrier = false;
+    const SliceOp& op = ring_.channels[c][ch.pc];
+    const auto parity = static_cast<std::uint8_t>((ch.send_started - 1) & 1);
+    if (prim_send(op.prim) && ch.unacked[parity]) {
+      ch.posting = true;
+      ch.post_pc = ch.pc;
+      ch.post_parity = parity;
+    } else {
+      ring_post(c, ch.pc);
+    }
+    ++ch.pc;
+    return true;
+  }
+
+  void stall(RingChan& ch) {
+    if (ch.stalled) return;
+    ch.stalled = true;
+    ch.stall_since = sim_.now();
+  }
+
+  // The post warp's fence completed: post the slice's flags, release the workers.
+  void finish_post(std::uint32_t c) {
+    RingChan& ch = chans_[c];
+    ch.posting = false;
+    if (ch.stalled) {
+      fence_ps_ += sim_.now() - ch.stall_since;
+      ch.stalled = false;
+    }
+    ring_post(c, ch.post_pc);
+    if (ch.at_barrier) pass_barrier(c);
+    ring_advance(c);
   }
 
   // Where a channel's time goes (summed over channels, in stats): waiting for the previous
@@ -346,10 +445,6 @@ class CollectiveGpu : public NodeComponent {
     (ch.waiting == kWaitData ? wait_data_ps_ : wait_slot_ps_) += sim_.now() - ch.since;
     ch.waiting = kNotWaiting;
   }
-  void begin_fence(RingChan& ch) {
-    ch.fencing = true;
-    ch.since = sim_.now();
-  }
 
   // One step of a CTA copying a slice at collective.cta_bw_gbps: a send primitive issues its
   // next (bulk) packet, a receive-only primitive copies the slice to the output in one step.
@@ -358,35 +453,51 @@ class CollectiveGpu : public NodeComponent {
     const SliceOp& op = ring_.channels[c][ch.pc];
     if (ch.issue_off >= op.bytes) {
       ch.busy = false;
-      if (prim_send(op.prim) && ch.unacked) {
-        begin_fence(ch);  // __threadfence_system before the tail flag
-        return;
-      }
-      ring_post(c);
-      ring_advance(c);
+      ch.at_barrier = true;
+      if (pass_barrier(c)) ring_advance(c);
       return;
     }
     std::uint64_t b = op.bytes - ch.issue_off;
     if (prim_send(op.prim)) {
+      if (egress_bound_ && egress_bytes_[c] >= egress_bound_) {  // the SM's store path is full
+        ch.egress_blocked = true;
+        ch.egress_since = sim_.now();
+        return;
+      }
       b = std::min<std::uint64_t>(bulk_bytes_, b);
       emit_data(c, op, ch.issue_off, b);
     }
     ch.issue_off += b;
-    schedule(sim_.now() + serialization_ps(b, cta_bw_gbps_), kCtaStep, 0, c);
+    schedule(sim_.now() + serialization_ps(b, cta_rate(c, ch.pc)), kCtaStep, 0, c);
+  }
+
+  // The slice's CTA rate: collective.cta_bw_gbps, its time varied per (GPU, channel, slice) by a
+  // seeded normal factor 1 + cv z (cv = collective.cta_jitter_cv, z truncated at 3 sigma). A
+  // counter-based hash, not a generator, so the draw does not depend on event order.
+  double cta_rate(std::uint32_t c, std::size_t slice) const {
+    if (jitter_cv_ <= 0) return cta_bw_gbps_;
+    const std::uint64_t k = mix64(seed_ ^ mix64((static_cast<std::uint64_t>(node_) << 48) ^ (static_cast<std::uint64_t>(c) << 32) ^ slice));
+    const double u1 = (static_cast<double>(k >> 11) + 0.5) / 9007199254740992.0;
+    const double u2 = static_cast<double>(mix64(k) >> 11) / 9007199254740992.0;
+    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    z = std::max(-3.0, std::min(3.0, z));
+    return cta_bw_gbps_ / (1.0 + jitter_cv_ * z);
   }
 
   void emit_data(std::uint32_t c, const SliceOp& op, std::uint64_t off, std::uint64_t b) {
     RingChan& ch = chans_[c];
     const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
     const PacketHandle h =
-        make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b), make_tag(c, kData, prim_sends_final(op.prim), 0));
+        make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b),
+             make_tag(c, kData, prim_sends_final(op.prim), (ch.send_started - 1) & 1));
     if (functional_) {
       auto& v = sim_.packets()[h].values;
       for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
         v.push_back(result_val(op.prim, i));
     }
     data_tx_bytes_ += b;
-    ++ch.unacked;
+    egress_bytes_[c] += b;
+    ++ch.unacked[(ch.send_started - 1) & 1];
     ++unacked_total_;
     enqueue(h, kReqVc);
   }
@@ -400,13 +511,11 @@ class CollectiveGpu : public NodeComponent {
     enqueue(h, kReqVc);
   }
 
-  void ring_post(std::uint32_t c) {
+  void ring_post(std::uint32_t c, std::size_t slice) {
     RingChan& ch = chans_[c];
-    const SliceOp& op = ring_.channels[c][ch.pc];
+    const SliceOp& op = ring_.channels[c][slice];
     if (prim_send(op.prim)) send_flag(next_rank(), c, kTail, ch.send_idx++);
     if (prim_recv(op.prim)) send_flag(prev_rank(), c, kHead, ch.recv_idx++);
-    ++ch.pc;
-    ch.fencing = false;
   }
 
   static void mark(std::vector<std::uint8_t>& v, std::uint64_t& contig, std::uint64_t seq) {
@@ -441,12 +550,9 @@ class CollectiveGpu : public NodeComponent {
     if (tag_kind(tag) == kData) {
       const std::uint32_t c = tag_channel(tag);
       RingChan& ch = chans_[c];
-      if (ch.unacked == 0) throw InvariantError(name() + ": unexpected write ack");
-      if (--ch.unacked == 0 && ch.fencing) {
-        fence_ps_ += sim_.now() - ch.since;
-        ring_post(c);
-        ring_advance(c);
-      }
+      const auto parity = static_cast<std::uint8_t>(tag_seq(tag) & 1);
+      if (ch.unacked[parity] == 0) throw InvariantError(name() + ": unexpected write ack");
+      if (--ch.unacked[parity] == 0 && ch.posting && ch.post_parity == parity) finish_post(c);
     }
     update_finish();
   }
@@ -541,7 +647,7 @@ class CollectiveGpu : public NodeComponent {
         const Packet& p = sim_.packets()[h];
         const std::uint32_t src = p.src;
         const std::uint64_t addr = p.addr, tag = p.tag;
-        const std::uint32_t flits = subpackets(p.payload_bytes) * header_flits_;
+        const std::uint32_t flits = std::max<std::uint32_t>(1, (subpackets(p.payload_bytes) + writes_per_response_ - 1) / writes_per_response_) * header_flits_;
         on_write(h);
         enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), resp_vc_);
         break;
@@ -573,7 +679,7 @@ class CollectiveGpu : public NodeComponent {
     if (algo_ == CollAlgo::kRing) {
       if (unacked_total_ != 0) return;
       for (std::uint32_t c = 0; c < channels_; ++c)
-        if (chans_[c].pc < ring_.channels[c].size()) return;
+        if (chans_[c].pc < ring_.channels[c].size() || chans_[c].posting || chans_[c].at_barrier) return;
     } else {
       if (nvls_loads_done_ != nvls_load_total_) return;
       if (!nvls_one_shot_ && mc_rx_bytes_ != bytes_) return;
@@ -598,12 +704,14 @@ class CollectiveGpu : public NodeComponent {
   std::uint32_t node_;
   CollOp op_ = CollOp::kAllReduce;
   CollAlgo algo_ = CollAlgo::kRing;
-  bool nvls_one_shot_ = false, functional_ = false, finished_ = false;
+  bool nvls_one_shot_ = false, functional_ = false, finished_ = false, overlap_fence_ = true;
   std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
   TimePs start_ps_ = 0, finish_ps_ = 0;
-  double cta_bw_gbps_ = 0;
+  double cta_bw_gbps_ = 0, jitter_cv_ = 0;
+  std::uint64_t seed_ = 0;
+  std::uint32_t writes_per_response_ = 1;
   std::uint32_t resp_vc_ = 1;
   bool member_acks_ = false;
   RingSchedule ring_;
@@ -613,12 +721,20 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t nvls_load_total_ = 0, nvls_loads_done_ = 0, mc_rx_bytes_ = 0, reads_served_bytes_ = 0;
   std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
   std::uint64_t checked_ = 0, errors_ = 0, mm_seq_ = 0;
-  std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0;  // summed over channels
+  std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0, egress_wait_ps_ = 0;  // summed over channels
   std::vector<double> out_vals_, rs_in_, ag_in_;
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
-  std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;
+  std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;  // [port][1]: responses
+  struct RequestQueues {
+    std::vector<std::deque<PacketHandle>> by_chan;
+    std::deque<std::uint32_t> active;  // channels with packets waiting, in service order
+  };
+  std::vector<RequestQueues> req_;
+  std::vector<std::uint64_t> egress_bytes_;  // per ring channel: data bytes waiting at the egress
+  bool egress_rr_ = false;
+  std::uint64_t egress_bound_ = 0;
 };
 
 const bool registered = [] {

@@ -239,6 +239,11 @@ struct Case {
   std::uint32_t vc_depth = 8192;
   double cta_bw = 0.0;
   bool member_acks = false;
+  bool overlap_fence = false;  // the harness defaults (the validated model)
+  std::string egress = "fifo";
+  std::uint64_t egress_bound = 0;
+  double jitter_cv = 0.0;
+  std::uint32_t writes_per_response = 1;
 };
 
 proto::ParamValue pv_int(std::int64_t v) {
@@ -320,6 +325,11 @@ proto::Configure make_config(const Case& k) {
   m["collective.functional"] = pv_bool(k.functional);
   m["collective.start_ns"] = pv_dbl(0.0);
   m["collective.cta_bw_gbps"] = pv_dbl(k.cta_bw);
+  m["collective.overlap_fence"] = pv_bool(k.overlap_fence);
+  m["collective.egress"] = pv_str(k.egress);
+  m["collective.egress_bound_bytes"] = pv_int(static_cast<std::int64_t>(k.egress_bound));
+  m["collective.cta_jitter_cv"] = pv_dbl(k.jitter_cv);
+  m["collective.writes_per_response"] = pv_int(k.writes_per_response);
   if (k.switch_model == "nvswitch") {  // every key the real router and its nvls feature read
     m["net.vcs_per_port"] = pv_int(8);
     m["net.routing_delay_ns"] = pv_dbl(1);
@@ -478,6 +488,7 @@ TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
   k.chunk = 256 << 10;
   k.channels = 4;
   k.cta_bw = 20.0;
+  k.overlap_fence = false;  // every fence is exposed, so fence_ps > 0
   auto o = run_case(k);
   const RingParams rp{CollOp::kAllReduce, k.gpus, k.bytes, k.channels, k.chunk, 2, 16};
   for (std::uint32_t g = 0; g < k.gpus; ++g) {
@@ -542,6 +553,92 @@ TEST(CollectiveOnNvSwitch, RingAndNvlsAreFunctionallyCorrect) {
   }
 }
 
+TEST(CollectiveGpu, OverlappedFencesHideTheResponseRoundTrip) {
+  // NCCL's post warp fences slice k while the workers copy slice k+1: the workers then wait
+  // for fences only when a fence outlasts a whole slice, so their fence time drops and the
+  // collective is no slower; values stay exact in every egress mode.
+  Case k;
+  k.gpus = 4;
+  k.bytes = 1 << 20;
+  k.chunk = 64 << 10;
+  k.channels = 4;
+  k.cta_bw = 20.0;
+  double fence[2], finish[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    k.overlap_fence = overlap;
+    auto o = run_case(k);
+    expect_functional_ok(k, o, k.bytes / 4);
+    fence[overlap] = o.get("gpu0.collective.fence_ps");
+    finish[overlap] = o.finish_us;
+  }
+  EXPECT_GT(fence[0], 0);
+  EXPECT_LT(fence[1], 0.25 * fence[0]);
+  EXPECT_LE(finish[1], finish[0]);
+  for (const char* egress : {"fifo", "round_robin"}) {
+    k.egress = egress;
+    k.egress_bound = 4096;
+    k.cta_bw = 200.0;  // faster than the links: the bound stalls the CTAs
+    auto o = run_case(k);
+    expect_functional_ok(k, o, k.bytes / 4);
+    EXPECT_GT(o.get("gpu0.collective.egress_wait_ps"), 0) << egress;
+  }
+}
+
+TEST(CollectiveGpu, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
+  // In one FIFO a channel's tail flag waits behind every byte the other channels queued before
+  // it; served round robin it waits for one packet per channel. With CTAs faster than the
+  // links the queues are long, so the channels wait less for data.
+  Case k;
+  k.gpus = 2;
+  k.bytes = 4 << 20;
+  k.functional = false;
+  k.chunk = 256 << 10;
+  k.channels = 8;
+  k.multiple = 4;
+  k.cta_bw = 200.0;
+  k.overlap_fence = true;  // workers run ahead of their fences: the queues hold several slices
+  double wait[2];
+  for (int rr = 0; rr < 2; ++rr) {
+    k.egress = rr ? "round_robin" : "fifo";
+    wait[rr] = run_case(k).get("gpu0.collective.wait_data_ps");
+  }
+  EXPECT_LT(wait[1], wait[0]);
+}
+
+TEST(CollectiveGpu, CtaJitterIsSeededAndKeepsValuesExact) {
+  Case k;
+  k.gpus = 4;
+  k.bytes = 1 << 20;
+  k.chunk = 64 << 10;
+  k.channels = 4;
+  k.cta_bw = 20.0;
+  const double plain = run_case(k).finish_us;
+  k.jitter_cv = 0.05;
+  auto a = run_case(k), b = run_case(k);
+  expect_functional_ok(k, a, k.bytes / 4);
+  EXPECT_EQ(a.finish_us, b.finish_us);  // same seed, same time
+  EXPECT_NE(a.finish_us, plain);
+  EXPECT_NEAR(a.finish_us / plain, 1.0, 0.05);
+}
+
+TEST(CollectiveGpu, FewerWriteResponsesRaiseTheRingCeiling) {
+  // One response flit per two 128 B writes: the reverse direction carries 8 instead of 16 B of
+  // responses per write, so a link-bound ring all_reduce gets faster (ceiling 128/152 instead
+  // of 128/160 of the link) and stays exact.
+  Case k;
+  k.gpus = 4;
+  k.bytes = 4 << 20;
+  k.chunk = 256 << 10;
+  k.channels = 8;
+  k.multiple = 4;
+  const double one = run_case(k).finish_us;
+  k.writes_per_response = 2;
+  auto o = run_case(k);
+  expect_functional_ok(k, o, k.bytes / 4);
+  EXPECT_LT(o.finish_us, one * 0.99);
+  EXPECT_GT(o.finish_us, one * 152.0 / 160.0 * 0.97);
+}
+
 TEST(CollectiveGpu, RejectsBadConfig) {
   Case k;
   k.op = "all_to_all";
@@ -549,6 +646,16 @@ TEST(CollectiveGpu, RejectsBadConfig) {
   k.op = "all_reduce";
   k.vc_depth = 256;
   k.multiple = 100;  // 900 flits > 256 flit VC
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.vc_depth = 8192;
+  k.multiple = 1;
+  k.egress = "lifo";
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.egress = "fifo";
+  k.writes_per_response = 0;
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.writes_per_response = 1;
+  k.jitter_cv = -0.1;
   EXPECT_THROW(run_case(k), ConfigError);
 }
 
