@@ -29,6 +29,17 @@ def test_default_input_covers_measured_rows_and_nvls_sizes():
     assert (nvls["gpus"] == 8).all()
 
 
+def test_system_overrides_reach_every_row():
+    # Each row brings its own system; a system.* override of the run must still apply to it.
+    row = pd.Series({"name": "r", "op": "all_reduce", "bytes": 1 << 20, "gpus": 2, "algo": "ring"})
+    plain = vc.row_system(compose("experiment=validate_collectives"), row)
+    assert plain.name == "hgx_h200_2gpu" and plain.gpus == 2 and plain.lane_bw_gbps == 25.0
+    assert plain.gpu_model == "collective"  # set by the experiment config
+    faster = vc.row_system(compose("experiment=validate_collectives", "system.lane_bw_gbps=26.5625"), row)
+    assert faster.lane_bw_gbps == 26.5625 and faster.name == "hgx_h200_2gpu"
+    assert vc.system_overrides(compose("experiment=validate_collectives")) == {"gpu_model": "collective"}
+
+
 def test_experiment_on_tiny_input_is_functionally_correct(engines, tmp_path):
     cfg = compose("experiment=validate_collectives", f"validate.input={TINY}", "collective.functional=true",
                   "net.functional=true", "collective.packet_multiple=2")

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness import topology as topo_mod
 from harness.cosim import simulate
+from harness.config.schema import SystemConfig
 from harness.errors import ConfigError
 from harness.results import write_csv_atomic
 from harness.system import cosim_options, engine_params
@@ -52,12 +53,23 @@ def load_system(name: str) -> DictConfig:
     return OmegaConf.merge(merged, OmegaConf.create({"system": raw.get("system", {})}))
 
 
+def system_overrides(cfg: DictConfig) -> dict[str, Any]:
+    """The system.* values this run sets itself (command line, experiment config): the keys where
+    cfg.system differs from its own system file over the schema defaults. Each row's system
+    replaces the composed one, and these are applied on top, so that an override such as
+    system.lane_bw_gbps=26.5625 reaches every row instead of being silently replaced."""
+    own = OmegaConf.merge(OmegaConf.structured(SystemConfig), load_system(str(cfg.system.name)).system)
+    own_d, cur = OmegaConf.to_container(own), OmegaConf.to_container(cfg.system)
+    return {k: v for k, v in cur.items() if k not in ("name", "gpus") and own_d.get(k) != v}
+
+
 def row_system(cfg: DictConfig, row: pd.Series) -> DictConfig:
     gpus = int(row["gpus"])
     name = row.get("system") if "system" in row and isinstance(row.get("system"), str) else SYSTEM_BY_GPUS.get(gpus)
     if name is None:
         raise ConfigError("validate.input", f"no system for {gpus} GPUs (add a 'system' column)")
-    sys_cfg = OmegaConf.merge(OmegaConf.structured(OmegaConf.to_container(cfg.system)), load_system(name).system)
+    sys_cfg = OmegaConf.merge(OmegaConf.structured(OmegaConf.to_container(cfg.system)), load_system(name).system,
+                              system_overrides(cfg))
     sys_cfg.gpus = gpus
     return sys_cfg
 
