@@ -382,6 +382,19 @@ void expect_functional_ok(const Case& k, const Outcome& o, std::uint64_t elems_p
   }
 }
 
+// A timing case (no values carried): ring all_reduce unless the test changes it.
+Case timing_case(std::uint32_t gpus, std::uint64_t bytes, std::uint64_t chunk, std::uint32_t channels,
+                 std::uint64_t multiple = 1) {
+  Case k;
+  k.gpus = gpus;
+  k.bytes = bytes;
+  k.functional = false;
+  k.chunk = chunk;
+  k.channels = channels;
+  k.multiple = multiple;
+  return k;
+}
+
 TEST(CollectiveGpu, RingAllReduceIsFunctionallyCorrect) {
   for (std::uint32_t n : {2u, 3u, 4u, 8u}) {
     Case k;
@@ -440,12 +453,7 @@ TEST(CollectiveGpu, RingAllReduceLinkBytesEqualTheAnalyticalCount) {
 }
 
 TEST(CollectiveGpu, BulkPacketsConvergeToSinglePackets) {
-  Case k;
-  k.gpus = 4;
-  k.bytes = 8 << 20;
-  k.functional = false;
-  k.chunk = 1 << 20;
-  k.channels = 8;
+  Case k = timing_case(4, 8 << 20, 1 << 20, 8);
   std::vector<double> t;
   for (std::uint64_t m : {16u, 8u, 4u, 2u, 1u}) {
     k.multiple = m;
@@ -464,13 +472,7 @@ TEST(CollectiveGpu, BulkPacketsConvergeToSinglePackets) {
 TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   // 128 B packets + 1 header flit, plus one header flit of write response per packet in the
   // opposite direction: at most 128/160 of 450 GB/s = 360 GB/s bus bandwidth.
-  Case k;
-  k.gpus = 4;
-  k.bytes = 32 << 20;
-  k.functional = false;
-  k.chunk = 1 << 20;
-  k.channels = 16;
-  k.multiple = 8;
+  Case k = timing_case(4, 32 << 20, 1 << 20, 16, 8);
   auto o = run_case(k);
   const double busbw = 2.0 * (k.gpus - 1) / k.gpus * k.bytes / (o.finish_us * 1e3);
   EXPECT_LT(busbw, 360.0);
@@ -481,12 +483,7 @@ TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
   // Per GPU, channels x run time = CTA copying + waiting for data + waiting for a slot + fences
   // (+ idle after a channel's last slice). With a CTA rate the copying time is known exactly:
   // every slice byte once at cta_bw.
-  Case k;
-  k.gpus = 4;
-  k.bytes = 4 << 20;
-  k.functional = false;
-  k.chunk = 256 << 10;
-  k.channels = 4;
+  Case k = timing_case(4, 4 << 20, 256 << 10, 4);
   k.cta_bw = 20.0;
   k.overlap_fence = false;  // every fence is exposed, so fence_ps > 0
   auto o = run_case(k);
@@ -588,13 +585,7 @@ TEST(CollectiveGpu, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
   // In one FIFO a channel's tail flag waits behind every byte the other channels queued before
   // it; served round robin it waits for one packet per channel. With CTAs faster than the
   // links the queues are long, so the channels wait less for data.
-  Case k;
-  k.gpus = 2;
-  k.bytes = 4 << 20;
-  k.functional = false;
-  k.chunk = 256 << 10;
-  k.channels = 8;
-  k.multiple = 4;
+  Case k = timing_case(2, 4 << 20, 256 << 10, 8, 4);
   k.cta_bw = 200.0;
   k.overlap_fence = true;  // workers run ahead of their fences: the queues hold several slices
   double wait[2];
