@@ -399,7 +399,7 @@ class CollectiveGpu : public NodeComponent {
     }
     ch.at_barrier = false;
     const SliceOp& op = ring_.channels[c][ch.pc];
-    const auto parity = static_cast<std::uint8_t>((ch.send_started - 1) & 1);
+    const std::uint8_t parity = send_parity(ch);
     if (prim_send(op.prim) && ch.unacked[parity]) {
       ch.posting = true;
       ch.post_pc = ch.pc;
@@ -410,6 +410,10 @@ class CollectiveGpu : public NodeComponent {
     ++ch.pc;
     return true;
   }
+
+  // Writes of the send slice begun last are counted (and acknowledged) under its parity: at most
+  // two send slices have writes outstanding, the one being fenced and the one being copied.
+  static std::uint8_t send_parity(const RingChan& ch) { return static_cast<std::uint8_t>((ch.send_started - 1) & 1); }
 
   void stall(RingChan& ch) {
     if (ch.stalled) return;
@@ -431,8 +435,8 @@ class CollectiveGpu : public NodeComponent {
   }
 
   // Where a channel's time goes (summed over channels, in stats): waiting for the previous
-  // rank's data (its tail flag), for a free slot at the next rank (its head flag), or in the
-  // fence for the write responses of its last slice.
+  // rank's data (its tail flag), for a free slot at the next rank (its head flag), or for the
+  // post warp to finish fencing an earlier slice (fence_ps).
   enum WaitKind : std::uint8_t { kNotWaiting = 0, kWaitData = 1, kWaitSlot = 2 };
   void begin_wait(RingChan& ch, WaitKind k) {
     if (ch.waiting == kNotWaiting) {
@@ -489,7 +493,7 @@ class CollectiveGpu : public NodeComponent {
     const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
     const PacketHandle h =
         make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b),
-             make_tag(c, kData, prim_sends_final(op.prim), (ch.send_started - 1) & 1));
+             make_tag(c, kData, prim_sends_final(op.prim), send_parity(ch)));
     if (functional_) {
       auto& v = sim_.packets()[h].values;
       for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
@@ -497,7 +501,7 @@ class CollectiveGpu : public NodeComponent {
     }
     data_tx_bytes_ += b;
     egress_bytes_[c] += b;
-    ++ch.unacked[(ch.send_started - 1) & 1];
+    ++ch.unacked[send_parity(ch)];
     ++unacked_total_;
     enqueue(h, kReqVc);
   }
@@ -647,7 +651,9 @@ class CollectiveGpu : public NodeComponent {
         const Packet& p = sim_.packets()[h];
         const std::uint32_t src = p.src;
         const std::uint64_t addr = p.addr, tag = p.tag;
-        const std::uint32_t flits = std::max<std::uint32_t>(1, (subpackets(p.payload_bytes) + writes_per_response_ - 1) / writes_per_response_) * header_flits_;
+        // One response flit per writes_per_response packets (subpackets() is >= 1).
+        const std::uint32_t flits =
+            (subpackets(p.payload_bytes) + writes_per_response_ - 1) / writes_per_response_ * header_flits_;
         on_write(h);
         enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), resp_vc_);
         break;
