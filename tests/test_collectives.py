@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from harness import REPO_ROOT
+from harness.errors import ConfigError
 from harness.experiments import validate_collectives as vc
 from tests.conftest import compose, read_results
 
@@ -38,6 +39,15 @@ def test_system_overrides_reach_every_row():
     faster = vc.row_system(compose("experiment=validate_collectives", "system.lane_bw_gbps=26.5625"), row)
     assert faster.lane_bw_gbps == 26.5625 and faster.name == "hgx_h200_2gpu"
     assert vc.system_overrides(compose("experiment=validate_collectives")) == {"gpu_model": "collective"}
+
+
+def test_a_row_may_force_the_channel_count():
+    cfg = compose("experiment=validate_collectives")
+    row = pd.Series({"name": "r", "op": "all_gather", "bytes": 1 << 20, "gpus": 2, "algo": "ring", "channels": 8})
+    assert vc.row_params(cfg, row)["collective.channels"] == 8
+    assert vc.row_params(cfg, row.drop("channels"))["collective.channels"] == cfg.collective.channels
+    with pytest.raises(ConfigError, match="channels must be >= 1"):
+        vc.row_params(cfg, row.copy().replace(8, 0))
 
 
 def test_experiment_on_tiny_input_is_functionally_correct(engines, tmp_path):

@@ -1,6 +1,7 @@
 """validate_collectives: simulate NCCL-like collectives and put them beside measured ones.
 
-Reads ``validate.input`` (CSV: name,op,bytes,gpus,algo[,system,measured_us,busbw_GBps,...];
+Reads ``validate.input`` (CSV: name,op,bytes,gpus,algo[,system,channels,measured_us,busbw_GBps,...];
+``channels`` overrides collective.channels for that row, as NCCL_MIN/MAX_NCHANNELS did;
 default: harness/data/validation/collectives.csv), simulates every row with the GPU model
 ``collective`` on the system named by the row (column ``system``, else 2 -> hgx_h200_2gpu,
 4 -> hgx_h200_4gpu, 8 -> dgx_h100) through the NVSwitch router (NVLS rows with the ``nvls``
@@ -86,6 +87,11 @@ def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
     params["collective.op"] = op
     params["collective.algo"] = algo
     params["collective.bytes"] = int(row["bytes"])
+    if "channels" in row and pd.notna(row["channels"]):  # a row may force NCCL's channel count
+        channels = int(row["channels"])
+        if channels < 1:
+            raise ConfigError("validate.input", f"row {row['name']}: channels must be >= 1, got {channels}")
+        params["collective.channels" if algo == "ring" else "collective.nvls_channels"] = channels
     if algo == "nvls":
         feats = [f for f in str(params.get("net.features", "")).split(",") if f]
         if "nvls" not in feats:
