@@ -39,6 +39,8 @@ def test_system_overrides_reach_every_row():
     faster = vc.row_system(compose("experiment=validate_collectives", "system.lane_bw_gbps=26.5625"), row)
     assert faster.lane_bw_gbps == 26.5625 and faster.name == "hgx_h200_2gpu"
     assert vc.system_overrides(compose("experiment=validate_collectives")) == {"gpu_model": "collective"}
+    with pytest.raises(ConfigError, match="system.name"):
+        vc.system_overrides(compose("experiment=validate_collectives", "system.name=nowhere"))
 
 
 def test_a_row_may_force_the_channel_count():

@@ -59,7 +59,10 @@ def system_overrides(cfg: DictConfig) -> dict[str, Any]:
     cfg.system differs from its own system file over the schema defaults. Each row's system
     replaces the composed one, and these are applied on top, so that an override such as
     system.lane_bw_gbps=26.5625 reaches every row instead of being silently replaced."""
-    own = OmegaConf.merge(OmegaConf.structured(SystemConfig), load_system(str(cfg.system.name)).system)
+    name = str(cfg.system.name)
+    if not (REPO_ROOT / "conf" / "system" / f"{name}.yaml").is_file():
+        raise ConfigError("system.name", f"'{name}' has no conf/system/{name}.yaml to compare overrides against")
+    own = OmegaConf.merge(OmegaConf.structured(SystemConfig), load_system(name).system)
     own_d, cur = OmegaConf.to_container(own), OmegaConf.to_container(cfg.system)
     return {k: v for k, v in cur.items() if k not in ("name", "gpus") and own_d.get(k) != v}
 
