@@ -60,6 +60,16 @@ class CollectiveParams:
     measured H200 ring rows of 256 MiB (2 and 4 GPUs x all_reduce/all_gather/reduce_scatter;
     ``python -m harness.experiments.validate_collectives --fit 30,32,33,34,36``: mean |busbw
     error| 2.45/2.30/2.57/2.91/3.82 %, 32 chosen) and validated on every other row."""
+    cta_copy_gbps: float = 0.0
+    """A CTA's rate in send and recv (1 load, 1 store per element), GB/s; 0: cta_bw_gbps."""
+    cta_copy_send_gbps: float = 0.0
+    """... in copySend and recvCopySend (1 load, 2 stores); 0: cta_bw_gbps."""
+    cta_reduce_gbps: float = 0.0
+    """... in recvReduceSend and recvReduceCopy (2 loads, 1 store); 0: cta_bw_gbps."""
+    cta_reduce_send_gbps: float = 0.0
+    """... in recvReduceCopySend (2 loads, 2 stores); 0: cta_bw_gbps. Measured on H200 for all
+    four (24 CTAs of 480 threads walking 1 MiB slices, docs/MEASUREMENTS.md call 12): 38.7, 26.1,
+    30.3, 22.8."""
 
     # Session 5 mechanisms (docs/VALIDATION.md, "Post warp, SM egress and slice jitter"). The
     # defaults keep the validated session-4 model: each variant alone or together moved some
@@ -71,9 +81,17 @@ class CollectiveParams:
     the next end-of-slice barrier only when that post is done. false: the workers wait for every
     fence themselves (the validated model)."""
     egress: str = "fifo"
-    """fifo | round_robin: the order in which a GPU's port sends the channels' requests (one FIFO
-    in issue order, or one queue per channel served in turn, as fair arbitration between SMs
-    would)."""
+    """fifo | round_robin | tpc_round_robin: the order in which a GPU's port sends the channels'
+    requests (one FIFO in issue order; one queue per channel served in turn, as fair arbitration
+    between SMs would; or the TPCs served in turn and the channels of a TPC in turn, so that two
+    CTAs sharing a TPC share its turn: ``paired_ctas``)."""
+    paired_ctas: int = 8
+    """egress=tpc_round_robin: the grid's first ``paired_ctas`` CTAs run two to a TPC, the rest
+    one per TPC. 8: where CUDA put 8-24 CTA grids on H200 (%smid, docs/MEASUREMENTS.md call 16:
+    CTAs 0-7 on SMs 124-131, the others on even SMs 0-30)."""
+    paired_tpc_weight: float = 1.0
+    """egress=tpc_round_robin: a TPC with two CTAs is served with this weight against 1 for a TPC
+    with one (stride scheduling; 1 = plain round robin over TPCs)."""
     egress_bound_bytes: int = 0
     """Data bytes one channel may have waiting at its GPU's ports before its CTA stops issuing
     stores (the SM's store path is full); 0 = unbounded."""

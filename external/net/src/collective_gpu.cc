@@ -18,8 +18,9 @@
 //     primitives issue their packets spaced accordingly; receive-only primitives copy the slice
 //     to the output in that time), so a channel cannot send while it copies out, as in NCCL;
 //     collective.cta_jitter_cv varies it from slice to slice. A GPU port sends the channels'
-//     requests in one FIFO or round robin (collective.egress), optionally with a bound on the
-//     bytes a channel may have waiting (collective.egress_bound_bytes: the SM's store path).
+//     requests in one FIFO, round robin, or round robin over TPCs (collective.egress), optionally
+//     with a bound on the bytes a channel may have waiting (collective.egress_bound_bytes: the
+//     SM's store path).
 //   * NVLS: the reduce warps of each channel issue multimem.ld_reduce (MM_LD_REDUCE_REQ) of
 //     up to collective.nvls_outstanding_bytes in flight (memory-level parallelism of those warps)
 //     and multimem.st (MM_ST) each reduced packet to the multicast group as soon as it returns.
@@ -90,11 +91,15 @@ class CollectiveGpu : public NodeComponent {
     const std::uint64_t multiple = p.get_uint("collective.packet_multiple");
     functional_ = p.get_bool("collective.functional");
     overlap_fence_ = p.get_bool("collective.overlap_fence");
-    egress_rr_ = p.get_enum("collective.egress", {"fifo", "round_robin"}) == "round_robin";
+    egress_ = parse_egress(p.get_enum("collective.egress", {"fifo", "round_robin", "tpc_round_robin"}));
+    paired_ctas_ = static_cast<std::uint32_t>(p.get_uint("collective.paired_ctas"));
+    paired_weight_ = p.get_double("collective.paired_tpc_weight");
+    if (!(paired_weight_ > 0)) throw ConfigError("collective.paired_tpc_weight", "must be > 0");
     egress_bound_ = p.get_uint("collective.egress_bound_bytes");
     start_ps_ = ns_to_ps(p.get_double("collective.start_ns"));
     cta_bw_gbps_ = p.get_double("collective.cta_bw_gbps");
     if (cta_bw_gbps_ < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
+    init_prim_rates(p);
     jitter_cv_ = p.get_double("collective.cta_jitter_cv");
     if (jitter_cv_ < 0 || jitter_cv_ > 0.3) throw ConfigError("collective.cta_jitter_cv", "must be in [0, 0.3]");
     seed_ = sim.seed();
@@ -165,6 +170,10 @@ class CollectiveGpu : public NodeComponent {
     rng_weights(sim, vcs, depth);
     const std::string pre = name() + ".collective";
     sim.stats().value(pre + ".finish_time", "ps", [this] { return static_cast<double>(finish_ps_); });
+    // The channel that finished first: with finish_time, how unevenly the channels progressed.
+    sim.stats().value(pre + ".first_channel_done", "ps", [this] {
+      return chan_done_first_ps_ == kNever ? 0.0 : static_cast<double>(chan_done_first_ps_);
+    });
     sim.stats().counter(pre + ".data_tx_bytes", "B", &data_tx_bytes_);
     sim.stats().counter(pre + ".data_rx_bytes", "B", &data_rx_bytes_);
     sim.stats().counter(pre + ".flags_tx", "packets", &flags_tx_);
@@ -247,6 +256,7 @@ class CollectiveGpu : public NodeComponent {
     std::uint64_t unacked[2] = {0, 0};                 // data writes unacknowledged, by send-slice parity
     std::vector<std::uint8_t> tails, heads;
     std::uint64_t tail_contig = 0, head_contig = 0;
+    TimePs done_ps = 0;  // when the channel's last slice was posted
   };
   struct NvlsChan {
     std::size_t ri = 0;
@@ -293,12 +303,21 @@ class CollectiveGpu : public NodeComponent {
     if (vc != kReqVc) {
       queues_[port][1].push_back(h);
     } else {
-      // Requests wait per channel (one CTA's stores) and the port serves the channels round
-      // robin (collective.egress=round_robin), or in one FIFO in issue order.
-      const std::uint32_t c = egress_rr_ ? tag_channel(sim_.packets()[h].tag) : 0;
+      // Requests wait per channel (one CTA's stores) in arbitration groups (egress_group); the
+      // port serves the groups round robin and, within a group, its channels round robin.
+      const std::uint32_t c = egress_ == Egress::kFifo ? 0 : tag_channel(sim_.packets()[h].tag);
+      const std::uint32_t g = egress_group(c);
       RequestQueues& r = req_[port];
       if (r.by_chan.size() <= c) r.by_chan.resize(c + 1);
-      if (r.by_chan[c].empty()) r.active.push_back(c);
+      if (r.members.size() <= g) r.members.resize(g + 1);
+      if (r.by_chan[c].empty()) {
+        if (r.members[g].empty()) {
+          r.groups.push_back(g);
+          if (r.pass.size() <= g) r.pass.resize(g + 1, 0.0);
+          r.pass[g] = std::max(r.pass[g], r.vtime);  // an idle TPC earns no credit
+        }
+        r.members[g].push_back(c);
+      }
       r.by_chan[c].push_back(h);
     }
     pump(port);
@@ -315,14 +334,30 @@ class CollectiveGpu : public NodeComponent {
       return;
     }
     RequestQueues& r = req_[port];
-    if (r.active.empty()) return;
-    const std::uint32_t c = r.active.front();
+    if (r.groups.empty()) return;
+    if (egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0) {  // least service per weight first
+      auto best = r.groups.begin();
+      for (auto it = r.groups.begin(); it != r.groups.end(); ++it)
+        if (r.pass[*it] < r.pass[*best]) best = it;
+      const std::uint32_t b = *best;
+      r.groups.erase(best);
+      r.groups.push_front(b);
+    }
+    const std::uint32_t g = r.groups.front();
+    auto& members = r.members[g];
+    const std::uint32_t c = members.front();
     auto& q = r.by_chan[c];
     const PacketHandle h = q.front();
     if (!ch.has_credits(kReqVc, sim_.packets()[h].flits)) return;
     q.pop_front();
-    r.active.pop_front();
-    if (!q.empty()) r.active.push_back(c);
+    members.pop_front();
+    if (!q.empty()) members.push_back(c);
+    r.groups.pop_front();
+    if (!members.empty()) r.groups.push_back(g);
+    if (egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0) {
+      r.vtime = r.pass[g];
+      r.pass[g] += sim_.packets()[h].flits / (g < paired_ctas_ / 2 ? paired_weight_ : 1.0);
+    }
     const Packet& p = sim_.packets()[h];
     if (algo_ == CollAlgo::kRing && p.type == proto::PKT_WRITE && tag_kind(p.tag) == kData) {
       const std::uint32_t pc = tag_channel(p.tag);
@@ -334,6 +369,21 @@ class CollectiveGpu : public NodeComponent {
       }
     }
     schedule(ch.transmit(sim_, *this, h, kReqVc), kPortFree, 0, port);
+  }
+
+  // collective.egress: fifo (one queue in issue order), round_robin (every channel its own
+  // group) or tpc_round_robin: a group per TPC, the unit that competes for the GPU's NVLink
+  // egress. CUDA places an NCCL grid's first collective.paired_ctas CTAs two to a TPC and the
+  // rest one per TPC (measured with %smid on H200, docs/MEASUREMENTS.md call 16), so under
+  // contention each of those CTAs gets half the share of a CTA that has its TPC to itself.
+  enum class Egress { kFifo, kRoundRobin, kTpcRoundRobin };
+  static Egress parse_egress(const std::string& s) {
+    return s == "fifo" ? Egress::kFifo : s == "round_robin" ? Egress::kRoundRobin : Egress::kTpcRoundRobin;
+  }
+  std::uint32_t egress_group(std::uint32_t c) const {
+    if (egress_ != Egress::kTpcRoundRobin) return c;
+    const std::uint32_t paired = paired_ctas_ & ~1u;
+    return c < paired ? c / 2 : paired / 2 + (c - paired);
   }
 
   // ------------------------------------------------------------------ functional values
@@ -373,7 +423,7 @@ class CollectiveGpu : public NodeComponent {
       if (functional_ && prim_writes_output(op.prim))
         for (std::uint64_t i = op.offset / kElemBytes; i < (op.offset + op.bytes) / kElemBytes; ++i)
           out_vals_[i] = result_val(op.prim, i);
-      if (op.bytes && cta_bw_gbps_ > 0) {  // the CTA copies the slice at its own rate
+      if (op.bytes && prim_rate_[static_cast<int>(op.prim)] > 0) {  // the CTA copies the slice at its own rate
         ch.busy = true;
         ch.issue_off = 0;
         cta_step(c);
@@ -384,6 +434,10 @@ class CollectiveGpu : public NodeComponent {
           emit_data(c, op, off, std::min<std::uint64_t>(bulk_bytes_, op.bytes - off));
       ch.at_barrier = true;
       if (!pass_barrier(c)) return;
+    }
+    if (ch.pc == ops.size() && !ch.busy && !ch.at_barrier && !ch.posting && ch.done_ps == 0) {
+      ch.done_ps = sim_.now();
+      chan_done_first_ps_ = std::min(chan_done_first_ps_, ch.done_ps);
     }
     update_finish();
   }
@@ -472,20 +526,43 @@ class CollectiveGpu : public NodeComponent {
       emit_data(c, op, ch.issue_off, b);
     }
     ch.issue_off += b;
-    schedule(sim_.now() + serialization_ps(b, cta_rate(c, ch.pc)), kCtaStep, 0, c);
+    schedule(sim_.now() + serialization_ps(b, cta_rate(c, ch.pc, op.prim)), kCtaStep, 0, c);
   }
 
-  // The slice's CTA rate: collective.cta_bw_gbps, its time varied per (GPU, channel, slice) by a
+  // A primitive's CTA rate by its load/store shape: collective.cta_<shape>_gbps where set (> 0),
+  // else collective.cta_bw_gbps. Shapes (loads/stores per element): copy 1/1 (send, recv),
+  // copy_send 1/2 (copySend, recvCopySend), reduce 2/1 (recvReduceSend, recvReduceCopy),
+  // reduce_send 2/2 (recvReduceCopySend).
+  void init_prim_rates(const Params& p) {
+    auto rate = [&](const char* key) {
+      const double v = p.get_double(key);
+      if (v < 0) throw ConfigError(key, "must be >= 0 (0: collective.cta_bw_gbps)");
+      return v > 0 ? v : cta_bw_gbps_;
+    };
+    const double copy = rate("collective.cta_copy_gbps"), copy_send = rate("collective.cta_copy_send_gbps");
+    const double reduce = rate("collective.cta_reduce_gbps"), reduce_send = rate("collective.cta_reduce_send_gbps");
+    auto set = [&](Prim pr, double v) { prim_rate_[static_cast<int>(pr)] = v; };
+    set(Prim::kSend, copy);
+    set(Prim::kRecv, copy);
+    set(Prim::kCopySend, copy_send);
+    set(Prim::kRecvCopySend, copy_send);
+    set(Prim::kRecvReduceSend, reduce);
+    set(Prim::kRecvReduceCopy, reduce);
+    set(Prim::kRecvReduceCopySend, reduce_send);
+  }
+
+  // The slice's CTA rate: its primitive's rate, its time varied per (GPU, channel, slice) by a
   // seeded normal factor 1 + cv z (cv = collective.cta_jitter_cv, z truncated at 3 sigma). A
   // counter-based hash, not a generator, so the draw does not depend on event order.
-  double cta_rate(std::uint32_t c, std::size_t slice) const {
-    if (jitter_cv_ <= 0) return cta_bw_gbps_;
+  double cta_rate(std::uint32_t c, std::size_t slice, Prim prim) const {
+    const double base = prim_rate_[static_cast<int>(prim)];
+    if (jitter_cv_ <= 0) return base;
     const std::uint64_t k = mix64(seed_ ^ mix64((static_cast<std::uint64_t>(node_) << 48) ^ (static_cast<std::uint64_t>(c) << 32) ^ slice));
     const double u1 = (static_cast<double>(k >> 11) + 0.5) / 9007199254740992.0;
     const double u2 = static_cast<double>(mix64(k) >> 11) / 9007199254740992.0;
     double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     z = std::max(-3.0, std::min(3.0, z));
-    return cta_bw_gbps_ / (1.0 + jitter_cv_ * z);
+    return base / (1.0 + jitter_cv_ * z);
   }
 
   void emit_data(std::uint32_t c, const SliceOp& op, std::uint64_t off, std::uint64_t b) {
@@ -714,8 +791,10 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
-  TimePs start_ps_ = 0, finish_ps_ = 0;
+  static constexpr TimePs kNever = ~TimePs{0};
+  TimePs start_ps_ = 0, finish_ps_ = 0, chan_done_first_ps_ = kNever;
   double cta_bw_gbps_ = 0, jitter_cv_ = 0;
+  std::array<double, 7> prim_rate_{};  // GB/s per CTA, indexed by Prim
   std::uint64_t seed_ = 0;
   std::uint32_t writes_per_response_ = 1;
   std::uint32_t resp_vc_ = 1;
@@ -735,11 +814,16 @@ class CollectiveGpu : public NodeComponent {
   std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;  // [port][1]: responses
   struct RequestQueues {
     std::vector<std::deque<PacketHandle>> by_chan;
-    std::deque<std::uint32_t> active;  // channels with packets waiting, in service order
+    std::deque<std::uint32_t> groups;                // groups with packets waiting, in service order
+    std::vector<std::deque<std::uint32_t>> members;  // per group: its channels with packets waiting
+    std::vector<double> pass;                        // per group: service received / weight
+    double vtime = 0;                                // pass of the group served last
   };
   std::vector<RequestQueues> req_;
   std::vector<std::uint64_t> egress_bytes_;  // per ring channel: data bytes waiting at the egress
-  bool egress_rr_ = false;
+  Egress egress_ = Egress::kFifo;
+  std::uint32_t paired_ctas_ = 0;
+  double paired_weight_ = 1.0;
   std::uint64_t egress_bound_ = 0;
 };
 

@@ -244,6 +244,9 @@ struct Case {
   std::uint64_t egress_bound = 0;
   double jitter_cv = 0.0;
   std::uint32_t writes_per_response = 1;
+  std::uint32_t paired_ctas = 8;
+  double paired_weight = 1.0;
+  std::array<double, 4> prim_gbps{};  // copy, copy_send, reduce, reduce_send; 0: cta_bw
 };
 
 proto::ParamValue pv_int(std::int64_t v) {
@@ -330,6 +333,12 @@ proto::Configure make_config(const Case& k) {
   m["collective.egress_bound_bytes"] = pv_int(static_cast<std::int64_t>(k.egress_bound));
   m["collective.cta_jitter_cv"] = pv_dbl(k.jitter_cv);
   m["collective.writes_per_response"] = pv_int(k.writes_per_response);
+  m["collective.paired_ctas"] = pv_int(k.paired_ctas);
+  m["collective.paired_tpc_weight"] = pv_dbl(k.paired_weight);
+  m["collective.cta_copy_gbps"] = pv_dbl(k.prim_gbps[0]);
+  m["collective.cta_copy_send_gbps"] = pv_dbl(k.prim_gbps[1]);
+  m["collective.cta_reduce_gbps"] = pv_dbl(k.prim_gbps[2]);
+  m["collective.cta_reduce_send_gbps"] = pv_dbl(k.prim_gbps[3]);
   if (k.switch_model == "nvswitch") {  // every key the real router and its nvls feature read
     m["net.vcs_per_port"] = pv_int(8);
     m["net.routing_delay_ns"] = pv_dbl(1);
@@ -631,6 +640,60 @@ TEST(CollectiveGpu, FewerWriteResponsesRaiseTheRingCeiling) {
   EXPECT_GT(o.finish_us, one * 152.0 / 160.0 * 0.97);
 }
 
+// Two GPUs, 8 channels whose CTAs together outrun the links (all_gather: the link carries
+// data only while a channel runs copySend, so the channels compete in that phase).
+Case contended_case() {
+  Case k = timing_case(2, 8 << 20, 256 << 10, 8, 4);
+  k.op = "all_gather";
+  k.cta_bw = 120.0;
+  return k;
+}
+double channel_spread(const Outcome& o) {
+  return o.get("gpu0.collective.finish_time") - o.get("gpu0.collective.first_channel_done");
+}
+
+TEST(CollectiveGpu, TpcRoundRobinHoldsBackChannelsThatShareATpc) {
+  // Served TPC by TPC, the two CTAs of a shared TPC get half the share of a CTA alone on its
+  // TPC: the lone channels finish well before the shared ones (served channel by channel, all
+  // finish together). Without shared TPCs it is plain round robin.
+  Case k = contended_case();
+  k.egress = "round_robin";
+  const auto rr = run_case(k);
+  k.egress = "tpc_round_robin";
+  k.paired_ctas = 0;
+  const auto alone = run_case(k);
+  EXPECT_EQ(alone.finish_us, rr.finish_us);
+  EXPECT_EQ(channel_spread(alone), channel_spread(rr));
+  k.paired_ctas = 4;
+  const auto tpc = run_case(k);
+  EXPECT_GT(channel_spread(tpc), 1.5 * channel_spread(rr));
+  k.paired_weight = 0.5;  // shared TPCs served at half weight: they fall further behind
+  const auto half = run_case(k);
+  EXPECT_GT(channel_spread(half), channel_spread(tpc));
+  k.functional = true;
+  k.bytes = 1 << 20;
+  expect_functional_ok(k, run_case(k), k.bytes / 4);
+}
+
+TEST(CollectiveGpu, PrimitiveRatesDefaultToTheCtaRate) {
+  // A primitive's CTA rate is cta_<shape>_gbps where set, else cta_bw_gbps: the same rate set
+  // explicitly changes nothing, and a slower copySend (all_gather's only sending primitive)
+  // slows all_gather but leaves reduce_scatter (send, recvReduceCopy) alone.
+  Case k = paced_case();
+  k.op = "all_gather";
+  const double ag = run_case(k).finish_us;
+  k.prim_gbps = {k.cta_bw, k.cta_bw, k.cta_bw, k.cta_bw};
+  EXPECT_EQ(run_case(k).finish_us, ag);
+  k.prim_gbps = {0, k.cta_bw / 2, 0, 0};
+  const auto slow = run_case(k);
+  expect_functional_ok(k, slow, k.bytes / 4);
+  EXPECT_GT(slow.finish_us, ag * 1.2);
+  k.op = "reduce_scatter";
+  const double rs_slow = run_case(k).finish_us;
+  k.prim_gbps = {};
+  EXPECT_EQ(run_case(k).finish_us, rs_slow);
+}
+
 TEST(CollectiveGpu, RejectsBadConfig) {
   Case k;
   k.op = "all_to_all";
@@ -648,6 +711,12 @@ TEST(CollectiveGpu, RejectsBadConfig) {
   EXPECT_THROW(run_case(k), ConfigError);
   k.writes_per_response = 1;
   k.jitter_cv = -0.1;
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.jitter_cv = 0.0;
+  k.paired_weight = 0.0;
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.paired_weight = 1.0;
+  k.prim_gbps[1] = -1.0;
   EXPECT_THROW(run_case(k), ConfigError);
 }
 
