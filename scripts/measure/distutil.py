@@ -51,7 +51,7 @@ def init(rank: int, nprocs: int, cuda: bool):
 SLEEP_HZ = 2.0e9  # cycles per second assumed for torch.cuda._sleep (H100/H200 boost ~1.98 GHz)
 
 
-def time_iters(fn, warmup: int, iters: int, cuda: bool, host_ahead: bool = True):
+def time_iters(fn, warmup: int, iters: int, cuda: bool, host_ahead: bool = True, before_timed=None):
     """Per-iteration times in microseconds (CUDA events on the current stream, or host clock).
 
     host_ahead: before the timed loop, queue a GPU sleep long enough (1.5x the measured host
@@ -60,6 +60,7 @@ def time_iters(fn, warmup: int, iters: int, cuda: bool, host_ahead: bool = True)
     back-to-back iterations, without host launch overhead (PyTorch's per-collective host cost
     is tens of microseconds, comparable to small collectives). host_ahead=False times
     iterations as the host issues them (launch overhead included when the GPU is idle).
+    before_timed(sleep_s): called once the GPU is idle, just before the timed loop is queued.
     """
     import torch
     for _ in range(warmup):
@@ -80,6 +81,8 @@ def time_iters(fn, warmup: int, iters: int, cuda: bool, host_ahead: bool = True)
         h = (time.perf_counter() - t0) / 2
         torch.cuda.synchronize()
         sleep_s = min(0.25, 1.5 * iters * h + 1e-3)
+    if before_timed is not None:
+        before_timed(sleep_s)
     st = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     en = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     if sleep_s > 0:

@@ -29,6 +29,14 @@ Correctness is checked once per op at the start (sum/gather of rank-dependent va
 
 CSV (--out): name,op,bytes,gpus,algo,measured_us,algbw_GBps,busbw_GBps,gpu,nccl_version
 
+--occupy-sms K: before each timed loop, K blocks that fill an SM each (1024 threads, 227 KiB of
+shared memory) are started on a side stream and spin (nanosleep) until the loop is over, so
+NCCL's CTAs cannot run on those SMs; the SMs they took are logged. --leave-sms RANGES: the same
+with one block per SM, except that blocks landing on the listed SMs exit at once, so NCCL's
+CTAs run exactly there. CUDA puts a small grid's
+first blocks on both SMs of a few TPCs (docs/MEASUREMENTS.md call 16); occupying those SMs
+shows how NCCL performs when its channels cannot land there.
+
 Usage (device):  python3 scripts/measure/measure_nccl.py --gpus 4 --out $OUT/h200x4_nccl.csv
 Usage (CPU logic check, gloo): python3 scripts/measure/measure_nccl.py --gpus 2 --cpu-smoke --out /tmp/n.csv
 """
@@ -46,6 +54,7 @@ enforce_no_multicast()
 import torch  # noqa: E402
 
 import distutil  # noqa: E402
+from occupy import Occupier, parse_sms  # noqa: E402
 
 COLUMNS = ["name", "op", "bytes", "gpus", "algo", "measured_us", "algbw_GBps", "busbw_GBps",
            "gpu", "nccl_version"]
@@ -139,6 +148,8 @@ def worker(rank, n, args):
             raise
         log(f"cpu-smoke: correctness checks not run on gloo: {str(e)[:100]}")
 
+    leave = parse_sms(args.leave_sms) if args.leave_sms else []
+    occ = Occupier(rank, args.occupy_sms, leave) if cuda and (args.occupy_sms or leave) else None
     out = CsvOut(args.out, COLUMNS) if rank == 0 else None
     sizes = []
     b = args.min_bytes
@@ -158,7 +169,12 @@ def worker(rank, n, args):
                         f"skipping this and larger sizes")
                     break
             fn, keep = make_op(op, nbytes, n, dev, dist)
-            ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead)
+            hook = (lambda sleep_s: occ.start(sleep_s + 0.3)) if occ else None
+            ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead, before_timed=hook)
+            if occ and nbytes == sizes[0]:
+                taken = occ.sms()
+                log(f"occupier blocks on {len(taken)} SMs: {taken if len(taken) <= 32 else '...'}; "
+                    f"free: {sorted(set(range(max(taken) + 1)) - set(taken)) if leave else '-'}")
             loop = sum(ts) / len(ts)
             us, loop_us = distutil.max_over_ranks([median(ts), loop], dist, cuda)
             del fn, keep
@@ -194,6 +210,11 @@ def main():
     ap.add_argument("--no-host-ahead", action="store_true",
                     help="time iterations as the host issues them (no GPU sleep queued first; "
                          "host launch overhead then counts when the GPU is idle)")
+    ap.add_argument("--occupy-sms", type=int, default=0, metavar="K",
+                    help="keep K SMs busy during each timed loop (see the docstring)")
+    ap.add_argument("--leave-sms", default="", metavar="RANGES",
+                    help="occupy every SM except these (e.g. 0-46/2 = even SMs 0..46) during each "
+                         "timed loop, so that NCCL's CTAs run exactly there")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
     if args.algo:

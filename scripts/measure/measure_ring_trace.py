@@ -22,6 +22,8 @@ CSVs:
                smid: the SM the channel's CTA ran on (%smid);
                wait_ns: when the channel began waiting for data (recv) or a free slot (send).
 
+--leave-sms RANGES keeps every other SM busy (occupy.py), so that the channels run on those SMs.
+
 Usage (device, 2 GPUs, one process):
   python3 scripts/measure/measure_ring_trace.py --out $OUT/ring.csv --trace $OUT/ring_trace.csv
 Per channel: SM, mean slice time per primitive and end time (anywhere, from a trace CSV):
@@ -33,9 +35,11 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import CsvOut, enforce_no_multicast  # noqa: E402
+from occupy import Occupier, parse_sms  # noqa: E402
 
 SLOTS = 4
 SLOT_BYTES = 1 << 20  # one slice of SLICESTEPS 2 x 512 KiB steps
@@ -166,6 +170,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="64M,128M,256M,512M,1G", help="nccl-tests bytes (total over ranks)")
     ap.add_argument("--threads", type=int, default=512)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--leave-sms", default="", metavar="RANGES",
+                    help="keep every other SM busy (occupy.py) so that the channels run on these, e.g. 0-46/2")
     args = ap.parse_args()
     if args.summarize:
         summarize(args.summarize, args.ops.split(","))
@@ -196,6 +202,7 @@ def main() -> None:
                 "flags": cp.zeros(2 * maxc, dtype=cp.uint64), "ready": cp.zeros(maxc, dtype=cp.uint64),
                 "trace": cp.zeros(maxc * max_ops * 3, dtype=cp.uint64), "smid": cp.zeros(maxc, dtype=cp.uint32),
             })
+    occs = [Occupier(dev, 0, parse_sms(args.leave_sms)) for dev in (0, 1)] if args.leave_sms else []
     out = CsvOut(args.out, ["op", "ctas", "bytes", "iter", "kernel_us", "busbw_GBps", "gpu"])
     tr_out = CsvOut(args.trace, ["op", "ctas", "bytes", "gpu_index", "cta", "smid", "op_index", "prim",
                                  "wait_ns", "begin_ns", "end_ns"]) if args.trace else None
@@ -213,6 +220,11 @@ def main() -> None:
                             dev_state[dev]["flags"].fill(0)
                             dev_state[dev]["trace"].fill(0)
                             cp.cuda.Device(dev).synchronize()
+                    for dev, occ in enumerate(occs):
+                        with cp.cuda.Device(dev):
+                            occ.start(0.1)  # longer than the slowest case (1 channel, 1 GiB: ~50 ms)
+                    if occs:
+                        time.sleep(0.005)  # the occupiers are resident, those on free SMs gone
                     for dev in (0, 1):
                         s, p = dev_state[dev], dev_state[1 - dev]
                         with cp.cuda.Device(dev):
@@ -227,6 +239,9 @@ def main() -> None:
                             cp.cuda.Device(dev).synchronize()
                             traces.append(cp.asnumpy(dev_state[dev]["trace"][: ctas * max_ops * 3]).reshape(ctas, max_ops, 3))
                             smids.append(cp.asnumpy(dev_state[dev]["smid"][:ctas]))
+                    for dev, occ in enumerate(occs):
+                        with cp.cuda.Device(dev):
+                            occ.sms()  # wait for the occupiers to end
                     used = [t[:, :, 2] > 0 for t in traces]
                     span = max(int(t[:, :, 2][u].max()) - int(t[:, :, 1][u].min()) for t, u in zip(traces, used)) / 1e3
                     if it:
