@@ -22,7 +22,8 @@ CSVs:
                smid: the SM the channel's CTA ran on (%smid);
                wait_ns: when the channel began waiting for data (recv) or a free slot (send).
 
---leave-sms RANGES keeps every other SM busy (occupy.py), so that the channels run on those SMs.
+--cluster 4 launches the CTAs in clusters of 4, as NCCL 2.28 does on Hopper (channels must be a
+multiple). --leave-sms RANGES keeps every other SM busy (occupy.py), so that the channels run on those SMs.
 
 Usage (device, 2 GPUs, one process):
   python3 scripts/measure/measure_ring_trace.py --out $OUT/ring.csv --trace $OUT/ring_trace.csv
@@ -78,7 +79,12 @@ __device__ __forceinline__ void move(const uint4* s0, const uint4* s1, uint4* d0
 // op 0: all_gather (in: my shard; out: both shards), op 1: reduce_scatter (in: both blocks;
 // out: my block). flags[2c]: tail (slices the peer posted to me), flags[2c+1]: head (my slices
 // the peer consumed). Sizes in 16 B units.
-extern "C" __global__ void ring(int op, int rank, const uint4* in, uint4* out, uint4* my_buf, uint4* peer_buf,
+#ifdef CLUSTER
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
+extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, uint4* out, uint4* my_buf, uint4* peer_buf,
                                 volatile u64* my_flags, volatile u64* peer_flags, volatile u64* my_ready,
                                 volatile u64* peer_ready, u64 token, long long shard, long long chunk,
                                 long long slot, int max_ops, u64* trace, unsigned* smid) {
@@ -170,6 +176,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="64M,128M,256M,512M,1G", help="nccl-tests bytes (total over ranks)")
     ap.add_argument("--threads", type=int, default=512)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--cluster", type=int, default=0,
+                    help="launch the CTAs in thread-block clusters of this size (NCCL 2.28 uses 4 on Hopper)")
     ap.add_argument("--leave-sms", default="", metavar="RANGES",
                     help="keep every other SM busy (occupy.py) so that the channels run on these, e.g. 0-46/2")
     args = ap.parse_args()
@@ -196,7 +204,8 @@ def main() -> None:
             # bf16 payload as raw 16-bit words in [0x3c00, 0x4000): finite values, any sum is finite
             words = (cp.random.RandomState(dev).randint(0, 1 << 10, maxb // 2, dtype=cp.int32) + 0x3C00).astype(cp.uint16)
             dev_state.append({
-                "mod": cp.RawModule(code=KERNELS, options=("-std=c++17",)),
+                "mod": cp.RawModule(code=KERNELS, options=("-std=c++17",) +
+                                    ((f"-DCLUSTER={args.cluster}",) if args.cluster else ())),
                 "in": words, "out": cp.zeros(maxb // 2, dtype=cp.uint16),
                 "buf": cp.zeros(maxc * SLOTS * SLOT_BYTES // 2, dtype=cp.uint16),
                 "flags": cp.zeros(2 * maxc, dtype=cp.uint64), "ready": cp.zeros(maxc, dtype=cp.uint64),
