@@ -170,7 +170,15 @@ def worker(rank, n, args):
                     break
             fn, keep = make_op(op, nbytes, n, dev, dist)
             hook = (lambda sleep_s: occ.start(sleep_s + 0.3)) if occ else None
-            ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead, before_timed=hook)
+            if args.kernel_times and cuda:  # the kernels' own GPU time, from CUPTI (torch.profiler)
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead,
+                                             before_timed=hook)
+                log(f"kernels {op} {nbytes}: " + "; ".join(
+                    f"{e.key[:40]} n={e.count} mean_us={getattr(e, 'device_time_total', getattr(e, 'cuda_time_total', 0)) / e.count:.2f}"
+                    for e in prof.key_averages() if "nccl" in e.key.lower() and e.count))
+            else:
+                ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead, before_timed=hook)
             if occ and nbytes == sizes[0]:
                 taken = occ.sms()
                 log(f"occupier blocks on {len(taken)} SMs: {taken if len(taken) <= 32 else '...'}; "
@@ -215,6 +223,9 @@ def main():
     ap.add_argument("--leave-sms", default="", metavar="RANGES",
                     help="occupy every SM except these (e.g. 0-46/2 = even SMs 0..46) during each "
                          "timed loop, so that NCCL's CTAs run exactly there")
+    ap.add_argument("--kernel-times", action="store_true",
+                    help="also log the NCCL kernels' mean GPU time per size (torch.profiler / CUPTI; "
+                         "warm-up calls included)")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
     if args.algo:
