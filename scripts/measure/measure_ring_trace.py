@@ -22,7 +22,9 @@ CSVs:
                smid: the SM the channel's CTA ran on (%smid);
                wait_ns: when the channel began waiting for data (recv) or a free slot (send).
 
---cluster 4 launches the CTAs in clusters of 4, as NCCL 2.28 does on Hopper (channels must be a
+--back-to-back N times N calls queued back to back on each GPU with CUDA events around each
+(launch gaps and the coupling of consecutive calls across GPUs included, as for NCCL); the
+flags then count on across calls. --cluster 4 launches the CTAs in clusters of 4, as NCCL 2.28 does on Hopper (channels must be a
 multiple). --leave-sms RANGES keeps every other SM busy (occupy.py), so that the channels run on those SMs.
 
 Usage (device, 2 GPUs, one process):
@@ -84,10 +86,15 @@ __device__ __forceinline__ void move(const uint4* s0, const uint4* s1, uint4* d0
 #else
 #define CLUSTER_ATTR
 #endif
+extern "C" __global__ void delay(u64 ns) {
+  const u64 t0 = gtimer();
+  while (gtimer() - t0 < ns) {}
+}
 extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, uint4* out, uint4* my_buf, uint4* peer_buf,
                                 volatile u64* my_flags, volatile u64* peer_flags, volatile u64* my_ready,
                                 volatile u64* peer_ready, u64 token, long long shard, long long chunk,
-                                long long slot, int max_ops, u64* trace, unsigned* smid) {
+                                long long slot, int max_ops, u64* trace, unsigned* smid, long long iter,
+                                int handshake) {
   const int c = blockIdx.x, nch = gridDim.x, peer = 1 - rank;
   const long long per = (shard + nch - 1) / nch;
   const long long start = min((long long)c * per, shard), len = min(shard - start, per);
@@ -98,11 +105,15 @@ extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, 
     unsigned id;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
     smid[c] = id;
-    peer_ready[c] = token;
-    while (my_ready[c] != token) {}
+    if (handshake) {
+      peer_ready[c] = token;
+      while (my_ready[c] != token) {}
+    }
   }
   __syncthreads();
-  u64 sent = 0, recvd = 0;
+  // Flags count slices since they were last reset: back-to-back calls continue the count.
+  const u64 per_call = 2 * (u64)((len + chunk - 1) / chunk);
+  u64 sent = iter * per_call, recvd = iter * per_call;
   int k = 0;
   for (long long eo = 0; eo < len; eo += chunk) {
     const long long nelem = min(chunk, len - eo);
@@ -144,6 +155,37 @@ extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, 
 """
 
 
+def back_to_back(cp, dev_state, op_id, ctas, nbytes, args, chunk16, slot16, max_ops, token, warm=3):
+    """Per-call times (us, max over the two GPUs) of `args.back_to_back` calls queued back to back
+    behind a 5 ms delay kernel, so that the host has queued them all before the GPUs start."""
+    n = warm + args.back_to_back
+    ev = {}
+    for dev in (0, 1):
+        with cp.cuda.Device(dev):
+            dev_state[dev]["flags"].fill(0)
+            cp.cuda.Device(dev).synchronize()
+    for dev in (0, 1):
+        with cp.cuda.Device(dev):
+            dev_state[dev]["mod"].get_function("delay")((1,), (32,), (cp.uint64(5_000_000),))
+    for it in range(n):
+        for dev in (0, 1):
+            s, p = dev_state[dev], dev_state[1 - dev]
+            with cp.cuda.Device(dev):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                s["mod"].get_function("ring")(
+                    (ctas,), (args.threads,),
+                    (cp.int32(op_id), cp.int32(dev), s["in"], s["out"], s["buf"], p["buf"], s["flags"], p["flags"],
+                     s["ready"], p["ready"], cp.uint64(token), cp.int64(nbytes // 2 // 16), cp.int64(chunk16),
+                     cp.int64(slot16), cp.int32(max_ops), s["trace"], s["smid"], cp.int64(it), cp.int32(it == 0)))
+                b.record()
+                ev[(dev, it)] = (a, b)
+    for dev in (0, 1):
+        with cp.cuda.Device(dev):
+            cp.cuda.Device(dev).synchronize()
+    return [max(cp.cuda.get_elapsed_time(*ev[(dev, it)]) for dev in (0, 1)) * 1e3 for it in range(warm, n)]
+
+
 def parse_sizes(s: str) -> list[int]:
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return [int(x[:-1]) * mult[x[-1]] if x[-1] in mult else int(x) for x in s.split(",")]
@@ -176,6 +218,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="64M,128M,256M,512M,1G", help="nccl-tests bytes (total over ranks)")
     ap.add_argument("--threads", type=int, default=512)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--back-to-back", type=int, default=0, metavar="N",
+                    help="instead: N timed calls (after 3 warm-up calls) queued back to back on each GPU, "
+                         "timed with CUDA events around each call as measure_nccl.py times NCCL")
     ap.add_argument("--cluster", type=int, default=0,
                     help="launch the CTAs in thread-block clusters of this size (NCCL 2.28 uses 4 on Hopper)")
     ap.add_argument("--leave-sms", default="", metavar="RANGES",
@@ -216,6 +261,21 @@ def main() -> None:
     tr_out = CsvOut(args.trace, ["op", "ctas", "bytes", "gpu_index", "cta", "smid", "op_index", "prim",
                                  "wait_ns", "begin_ns", "end_ns"]) if args.trace else None
     token = 0
+    if args.back_to_back:
+        for op in ops:
+            for ctas in ctas_list:
+                for nbytes in sizes:
+                    token += 1
+                    times = back_to_back(cp, dev_state, {"all_gather": 0, "reduce_scatter": 1}[op], ctas, nbytes,
+                                         args, chunk16, slot16, max_ops, token)
+                    for i, us in enumerate(times):
+                        out.row(op=op, ctas=ctas, bytes=nbytes, iter=i + 1, kernel_us=round(us, 3),
+                                busbw_GBps=round(nbytes / 2 / (us * 1e3), 2), gpu=gpu)
+                    med = statistics.median(times)
+                    print(f"{op:14s} ctas {ctas:3d} {nbytes >> 20:6d} MiB: {med:9.1f} us  busbw "
+                          f"{nbytes / 2 / (med * 1e3):7.1f}  (back to back)", flush=True)
+        out.close()
+        return
     for op in ops:
         op_id = {"all_gather": 0, "reduce_scatter": 1}[op]
         for ctas in ctas_list:
@@ -241,7 +301,8 @@ def main() -> None:
                                 (ctas,), (args.threads,),
                                 (cp.int32(op_id), cp.int32(dev), s["in"], s["out"], s["buf"], p["buf"], s["flags"],
                                  p["flags"], s["ready"], p["ready"], cp.uint64(token), cp.int64(shard16),
-                                 cp.int64(chunk16), cp.int64(slot16), cp.int32(max_ops), s["trace"], s["smid"]))
+                                 cp.int64(chunk16), cp.int64(slot16), cp.int32(max_ops), s["trace"], s["smid"],
+                                 cp.int64(0), cp.int32(1)))
                     traces, smids = [], []
                     for dev in (0, 1):
                         with cp.cuda.Device(dev):
