@@ -10,6 +10,7 @@ from tests.conftest import compose, run_cli
 SYSTEMS = sorted(p.stem for p in (CONF_DIR / "system").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
 EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+CALIBRATIONS = sorted(p.stem for p in (CONF_DIR / "calibration").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
@@ -35,6 +36,14 @@ def test_every_experiment_composes(experiment):
     from harness import experiments
 
     assert cfg.task in experiments.available()
+
+
+@pytest.mark.parametrize("calibration", CALIBRATIONS)
+def test_every_calibration_composes_and_changes_the_collective_model(calibration):
+    plain = compose("experiment=validate_collectives")
+    cfg = compose("experiment=validate_collectives", f"calibration={calibration}")
+    assert cfg.collective != plain.collective
+    assert cfg.system == plain.system and cfg.net == plain.net
 
 
 def test_required_systems_exist():

@@ -96,7 +96,9 @@ class CollectiveGpu : public NodeComponent {
     paired_weight_ = p.get_double("collective.paired_tpc_weight");
     if (!(paired_weight_ > 0)) throw ConfigError("collective.paired_tpc_weight", "must be > 0");
     egress_bound_ = p.get_uint("collective.egress_bound_bytes");
-    start_ps_ = ns_to_ps(p.get_double("collective.start_ns"));
+    const double overhead_ns = p.get_double("collective.kernel_overhead_ns");
+    if (overhead_ns < 0) throw ConfigError("collective.kernel_overhead_ns", "must be >= 0");
+    start_ps_ = ns_to_ps(p.get_double("collective.start_ns") + (algo_ == CollAlgo::kRing ? overhead_ns : 0.0));
     cta_bw_gbps_ = p.get_double("collective.cta_bw_gbps");
     if (cta_bw_gbps_ < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
     init_prim_rates(p);

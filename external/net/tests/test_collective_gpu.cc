@@ -247,6 +247,7 @@ struct Case {
   std::uint32_t paired_ctas = 8;
   double paired_weight = 1.0;
   std::array<double, 4> prim_gbps{};  // copy, copy_send, reduce, reduce_send; 0: cta_bw
+  double kernel_overhead_ns = 0.0;
 };
 
 proto::ParamValue pv_int(std::int64_t v) {
@@ -333,6 +334,7 @@ proto::Configure make_config(const Case& k) {
   m["collective.egress_bound_bytes"] = pv_int(static_cast<std::int64_t>(k.egress_bound));
   m["collective.cta_jitter_cv"] = pv_dbl(k.jitter_cv);
   m["collective.writes_per_response"] = pv_int(k.writes_per_response);
+  m["collective.kernel_overhead_ns"] = pv_dbl(k.kernel_overhead_ns);
   m["collective.paired_ctas"] = pv_int(k.paired_ctas);
   m["collective.paired_tpc_weight"] = pv_dbl(k.paired_weight);
   m["collective.cta_copy_gbps"] = pv_dbl(k.prim_gbps[0]);
@@ -694,6 +696,21 @@ TEST(CollectiveGpu, PrimitiveRatesDefaultToTheCtaRate) {
   EXPECT_EQ(run_case(k).finish_us, rs_slow);
 }
 
+TEST(CollectiveGpu, KernelOverheadDelaysARingByExactlyThatMuch) {
+  // The overhead only shifts a ring's start: every packet moves later by the same amount.
+  Case k = paced_case();
+  const double base = run_case(k).finish_us;
+  k.kernel_overhead_ns = 19000.0;
+  const auto o = run_case(k);
+  expect_functional_ok(k, o, k.bytes / 4);
+  EXPECT_NEAR(o.finish_us - base, 19.0, 1e-6);
+  k.algo = "nvls";  // NVLS is not NCCL's ring kernel: unaffected
+  k.kernel_overhead_ns = 0.0;
+  const double nvls = run_case(k).finish_us;
+  k.kernel_overhead_ns = 19000.0;
+  EXPECT_EQ(run_case(k).finish_us, nvls);
+}
+
 TEST(CollectiveGpu, RejectsBadConfig) {
   Case k;
   k.op = "all_to_all";
@@ -717,6 +734,9 @@ TEST(CollectiveGpu, RejectsBadConfig) {
   EXPECT_THROW(run_case(k), ConfigError);
   k.paired_weight = 1.0;
   k.prim_gbps[1] = -1.0;
+  EXPECT_THROW(run_case(k), ConfigError);
+  k.prim_gbps[1] = 0.0;
+  k.kernel_overhead_ns = -1.0;
   EXPECT_THROW(run_case(k), ConfigError);
 }
 
