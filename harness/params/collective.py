@@ -94,8 +94,9 @@ class CollectiveParams:
     CTAs sharing a TPC share its turn: ``paired_ctas``)."""
     paired_ctas: int = 8
     """egress=tpc_round_robin: the grid's first ``paired_ctas`` CTAs run two to a TPC, the rest
-    one per TPC. 8: where CUDA put 8-24 CTA grids on H200 (%smid, docs/MEASUREMENTS.md call 16:
-    CTAs 0-7 on SMs 124-131, the others on even SMs 0-30)."""
+    one per TPC. 8: where CUDA put plain 8-24 CTA grids on H200 (%smid, docs/MEASUREMENTS.md call
+    16: CTAs 0-7 on SMs 124-131, the others on even SMs 0-30). NCCL launches clusters of 4 CTAs
+    and is placed otherwise (calls 17-20)."""
     paired_tpc_weight: float = 1.0
     """egress=tpc_round_robin: a TPC with two CTAs is served with this weight against 1 for a TPC
     with one (stride scheduling; 1 = plain round robin over TPCs)."""

@@ -57,6 +57,7 @@ constexpr std::uint64_t kFlagBytes = 8;
 constexpr std::uint64_t kOffsetMask = (1ull << 39) - 1;
 constexpr std::uint64_t kFlagSpace = 1ull << 39;
 constexpr std::uint64_t kMulticastSpace = 1ull << 47;
+constexpr std::size_t kPrimCount = static_cast<std::size_t>(Prim::kCopySend) + 1;  // Prim's last value
 
 // tag layout: [0,16) channel, [16,18) kind, 18 final-data bit, [32,64) flag sequence number
 enum TagKind : std::uint64_t { kData = 0, kTail = 1, kHead = 2 };
@@ -375,9 +376,10 @@ class CollectiveGpu : public NodeComponent {
 
   // collective.egress: fifo (one queue in issue order), round_robin (every channel its own
   // group) or tpc_round_robin: a group per TPC, the unit that competes for the GPU's NVLink
-  // egress. CUDA places an NCCL grid's first collective.paired_ctas CTAs two to a TPC and the
-  // rest one per TPC (measured with %smid on H200, docs/MEASUREMENTS.md call 16), so under
-  // contention each of those CTAs gets half the share of a CTA that has its TPC to itself.
+  // egress. CUDA places a plain grid's first collective.paired_ctas CTAs two to a TPC and the
+  // rest one per TPC (%smid of an NCCL-like ring on H200, docs/MEASUREMENTS.md call 16; NCCL
+  // itself launches clusters of 4 and is placed otherwise, calls 17-20), so under contention
+  // each of those CTAs gets half the share of a CTA that has its TPC to itself.
   enum class Egress { kFifo, kRoundRobin, kTpcRoundRobin };
   static Egress parse_egress(const std::string& s) {
     return s == "fifo" ? Egress::kFifo : s == "round_robin" ? Egress::kRoundRobin : Egress::kTpcRoundRobin;
@@ -796,7 +798,7 @@ class CollectiveGpu : public NodeComponent {
   static constexpr TimePs kNever = ~TimePs{0};
   TimePs start_ps_ = 0, finish_ps_ = 0, chan_done_first_ps_ = kNever;
   double cta_bw_gbps_ = 0, jitter_cv_ = 0;
-  std::array<double, 7> prim_rate_{};  // GB/s per CTA, indexed by Prim
+  std::array<double, kPrimCount> prim_rate_{};  // GB/s per CTA, indexed by Prim
   std::uint64_t seed_ = 0;
   std::uint32_t writes_per_response_ = 1;
   std::uint32_t resp_vc_ = 1;
