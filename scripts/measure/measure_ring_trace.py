@@ -62,18 +62,28 @@ __device__ __forceinline__ uint4 add_bf16x8(uint4 x, uint4 y) {
   for (int k = 0; k < 4; ++k) a[k] = __hadd2(a[k], b[k]);
   return x;
 }
-// d0 = s0 (+ s1 if s1); d1 = the same if d1.
+// POST_WARP: as NCCL 2.28, the last warp only posts (fence + flag) while the other warps copy the
+// next slice; otherwise thread 0 posts and every thread copies.
+#ifdef POST_WARP
+#define NWORKERS (blockDim.x - 32)
+#define POSTER (blockDim.x - 32)
+#else
+#define NWORKERS blockDim.x
+#define POSTER 0
+#endif
+// d0 = s0 (+ s1 if s1); d1 = the same if d1. Called by the NWORKERS worker threads.
 __device__ __forceinline__ void move(const uint4* s0, const uint4* s1, uint4* d0, uint4* d1, long long n) {
-  for (long long base = threadIdx.x; base < n; base += (long long)blockDim.x * UNROLL) {
+  const long long nw = NWORKERS;
+  for (long long base = threadIdx.x; base < n; base += nw * UNROLL) {
     uint4 v[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const long long i = base + (long long)u * blockDim.x;
+      const long long i = base + (long long)u * nw;
       if (i < n) { v[u] = s0[i]; if (s1) v[u] = add_bf16x8(v[u], s1[i]); }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const long long i = base + (long long)u * blockDim.x;
+      const long long i = base + (long long)u * nw;
       if (i < n) { d0[i] = v[u]; if (d1) d1[i] = v[u]; }
     }
   }
@@ -127,10 +137,15 @@ extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, 
           if (phase == 0) { while (sent - my_flags[2 * c + 1] >= SLOTS) {} }
           else { while (my_flags[2 * c] < recvd + 1) {} __threadfence(); }
         }
+#ifdef POST_WARP
+        if (threadIdx.x < NWORKERS) asm volatile("bar.sync 1, %0;" ::"r"(NWORKERS) : "memory");
+#else
         __syncthreads();
+#endif
         const u64 tb = gtimer();
         const long long o = start + eo + off;
-        if (phase == 0) {
+        if (threadIdx.x >= NWORKERS) {
+        } else if (phase == 0) {
           uint4* dst = sbuf + (sent % SLOTS) * slot;
           if (op == 0) move(in + o, nullptr, dst, out + rank * shard + o, n);      // copySend
           else move(in + peer * shard + o, nullptr, dst, nullptr, n);              // send
@@ -142,10 +157,10 @@ extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, 
         __syncthreads();
         if (phase == 0) {
           ++sent;
-          if (threadIdx.x == 0) { __threadfence_system(); peer_flags[2 * c] = sent; }
+          if (threadIdx.x == POSTER) { __threadfence_system(); peer_flags[2 * c] = sent; }
         } else {
           ++recvd;
-          if (threadIdx.x == 0) peer_flags[2 * c + 1] = recvd;
+          if (threadIdx.x == POSTER) peer_flags[2 * c + 1] = recvd;
         }
         if (threadIdx.x == 0 && k < max_ops) { tr[3 * k] = tw; tr[3 * k + 1] = tb; tr[3 * k + 2] = gtimer(); }
       }
@@ -221,6 +236,8 @@ def main() -> None:
     ap.add_argument("--back-to-back", type=int, default=0, metavar="N",
                     help="instead: N timed calls (after 3 warm-up calls) queued back to back on each GPU, "
                          "timed with CUDA events around each call as measure_nccl.py times NCCL")
+    ap.add_argument("--post-warp", action="store_true",
+                    help="NCCL 2.28's post warp: the last warp fences and flags slice k while the others copy k+1")
     ap.add_argument("--cluster", type=int, default=0,
                     help="launch the CTAs in thread-block clusters of this size (NCCL 2.28 uses 4 on Hopper)")
     ap.add_argument("--leave-sms", default="", metavar="RANGES",
@@ -250,7 +267,8 @@ def main() -> None:
             words = (cp.random.RandomState(dev).randint(0, 1 << 10, maxb // 2, dtype=cp.int32) + 0x3C00).astype(cp.uint16)
             dev_state.append({
                 "mod": cp.RawModule(code=KERNELS, options=("-std=c++17",) +
-                                    ((f"-DCLUSTER={args.cluster}",) if args.cluster else ())),
+                                    ((f"-DCLUSTER={args.cluster}",) if args.cluster else ()) +
+                                    (("-DPOST_WARP",) if args.post_warp else ())),
                 "in": words, "out": cp.zeros(maxb // 2, dtype=cp.uint16),
                 "buf": cp.zeros(maxc * SLOTS * SLOT_BYTES // 2, dtype=cp.uint16),
                 "flags": cp.zeros(2 * maxc, dtype=cp.uint64), "ready": cp.zeros(maxc, dtype=cp.uint64),
