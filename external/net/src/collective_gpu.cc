@@ -57,7 +57,6 @@ constexpr std::uint64_t kFlagBytes = 8;
 constexpr std::uint64_t kOffsetMask = (1ull << 39) - 1;
 constexpr std::uint64_t kFlagSpace = 1ull << 39;
 constexpr std::uint64_t kMulticastSpace = 1ull << 47;
-constexpr std::size_t kPrimCount = static_cast<std::size_t>(Prim::kCopySend) + 1;  // Prim's last value
 
 // tag layout: [0,16) channel, [16,18) kind, 18 final-data bit, [32,64) flag sequence number
 enum TagKind : std::uint64_t { kData = 0, kTail = 1, kHead = 2 };
@@ -316,8 +315,10 @@ class CollectiveGpu : public NodeComponent {
       if (r.by_chan[c].empty()) {
         if (r.members[g].empty()) {
           r.groups.push_back(g);
-          if (r.pass.size() <= g) r.pass.resize(g + 1, 0.0);
-          r.pass[g] = std::max(r.pass[g], r.vtime);  // an idle TPC earns no credit
+          if (weighted_egress()) {
+            if (r.pass.size() <= g) r.pass.resize(g + 1, 0.0);
+            r.pass[g] = std::max(r.pass[g], r.vtime);  // an idle TPC earns no credit
+          }
         }
         r.members[g].push_back(c);
       }
@@ -338,7 +339,7 @@ class CollectiveGpu : public NodeComponent {
     }
     RequestQueues& r = req_[port];
     if (r.groups.empty()) return;
-    if (egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0) {  // least service per weight first
+    if (weighted_egress()) {  // least service per weight first
       auto best = r.groups.begin();
       for (auto it = r.groups.begin(); it != r.groups.end(); ++it)
         if (r.pass[*it] < r.pass[*best]) best = it;
@@ -357,7 +358,7 @@ class CollectiveGpu : public NodeComponent {
     if (!q.empty()) members.push_back(c);
     r.groups.pop_front();
     if (!members.empty()) r.groups.push_back(g);
-    if (egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0) {
+    if (weighted_egress()) {
       r.vtime = r.pass[g];
       r.pass[g] += sim_.packets()[h].flits / (g < paired_ctas_ / 2 ? paired_weight_ : 1.0);
     }
@@ -384,6 +385,8 @@ class CollectiveGpu : public NodeComponent {
   static Egress parse_egress(const std::string& s) {
     return s == "fifo" ? Egress::kFifo : s == "round_robin" ? Egress::kRoundRobin : Egress::kTpcRoundRobin;
   }
+  // Shared TPCs with a weight other than 1 need stride scheduling; otherwise plain turns.
+  bool weighted_egress() const { return egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0; }
   std::uint32_t egress_group(std::uint32_t c) const {
     if (egress_ != Egress::kTpcRoundRobin) return c;
     const std::uint32_t paired = paired_ctas_ & ~1u;

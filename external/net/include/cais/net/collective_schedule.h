@@ -16,6 +16,7 @@
 //   the result to every rank (all-gather by multicast). One-shot: every rank ld_reduce's the
 //   whole buffer and keeps the result (no store).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ enum class Prim : std::uint8_t {
   kRecvReduceCopy,      // recv partial, add own input -> output (reduce_scatter last step)
   kCopySend,            // own input -> output, send (all_gather first step)
 };
+constexpr std::size_t kPrimCount = static_cast<std::size_t>(Prim::kCopySend) + 1;  // keep kCopySend last
 
 inline bool prim_recv(Prim p) { return p != Prim::kSend && p != Prim::kCopySend; }
 inline bool prim_send(Prim p) { return p != Prim::kRecv && p != Prim::kRecvReduceCopy; }
