@@ -43,6 +43,7 @@ Usage (CPU logic check, gloo): python3 scripts/measure/measure_nccl.py --gpus 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -170,15 +171,14 @@ def worker(rank, n, args):
                     break
             fn, keep = make_op(op, nbytes, n, dev, dist)
             hook = (lambda sleep_s: occ.start(sleep_s + 0.3)) if occ else None
-            if args.kernel_times and cuda:  # the kernels' own GPU time, from CUPTI (torch.profiler)
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead,
-                                             before_timed=hook)
+            profiling = args.kernel_times and cuda  # the kernels' own GPU time, from CUPTI (torch.profiler)
+            with (torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) if profiling
+                  else contextlib.nullcontext()) as prof:
+                ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead, before_timed=hook)
+            if profiling:
                 log(f"kernels {op} {nbytes}: " + "; ".join(
                     f"{e.key[:40]} n={e.count} mean_us={getattr(e, 'device_time_total', getattr(e, 'cuda_time_total', 0)) / e.count:.2f}"
                     for e in prof.key_averages() if "nccl" in e.key.lower() and e.count))
-            else:
-                ts = distutil.time_iters(fn, warm, iters, cuda, host_ahead=not args.no_host_ahead, before_timed=hook)
             if occ and nbytes == sizes[0]:
                 taken = occ.sms()
                 log(f"occupier blocks on {len(taken)} SMs: {taken if len(taken) <= 32 else '...'}; "

@@ -170,6 +170,17 @@ extern "C" __global__ void CLUSTER_ATTR ring(int op, int rank, const uint4* in, 
 """
 
 
+def launch_ring(cp, dev_state, dev, op_id, ctas, threads, token, shard16, chunk16, slot16, max_ops, call, handshake):
+    """Launch the ring kernel on GPU `dev` (the caller has made it current). call: how many calls
+    since the flags were reset; handshake: meet the peer's CTAs before the first slice."""
+    s, p = dev_state[dev], dev_state[1 - dev]
+    s["mod"].get_function("ring")(
+        (ctas,), (threads,),
+        (cp.int32(op_id), cp.int32(dev), s["in"], s["out"], s["buf"], p["buf"], s["flags"], p["flags"], s["ready"],
+         p["ready"], cp.uint64(token), cp.int64(shard16), cp.int64(chunk16), cp.int64(slot16), cp.int32(max_ops),
+         s["trace"], s["smid"], cp.int64(call), cp.int32(1 if handshake else 0)))
+
+
 def back_to_back(cp, dev_state, op_id, ctas, nbytes, args, chunk16, slot16, max_ops, token, warm=3):
     """Per-call times (us, max over the two GPUs) of `args.back_to_back` calls queued back to back
     behind a 5 ms delay kernel, so that the host has queued them all before the GPUs start."""
@@ -184,15 +195,11 @@ def back_to_back(cp, dev_state, op_id, ctas, nbytes, args, chunk16, slot16, max_
             dev_state[dev]["mod"].get_function("delay")((1,), (32,), (cp.uint64(5_000_000),))
     for it in range(n):
         for dev in (0, 1):
-            s, p = dev_state[dev], dev_state[1 - dev]
             with cp.cuda.Device(dev):
                 a, b = cp.cuda.Event(), cp.cuda.Event()
                 a.record()
-                s["mod"].get_function("ring")(
-                    (ctas,), (args.threads,),
-                    (cp.int32(op_id), cp.int32(dev), s["in"], s["out"], s["buf"], p["buf"], s["flags"], p["flags"],
-                     s["ready"], p["ready"], cp.uint64(token), cp.int64(nbytes // 2 // 16), cp.int64(chunk16),
-                     cp.int64(slot16), cp.int32(max_ops), s["trace"], s["smid"], cp.int64(it), cp.int32(it == 0)))
+                launch_ring(cp, dev_state, dev, op_id, ctas, args.threads, token, nbytes // 2 // 16, chunk16, slot16,
+                            max_ops, call=it, handshake=it == 0)
                 b.record()
                 ev[(dev, it)] = (a, b)
     for dev in (0, 1):
@@ -313,14 +320,9 @@ def main() -> None:
                     if occs:
                         time.sleep(0.005)  # the occupiers are resident, those on free SMs gone
                     for dev in (0, 1):
-                        s, p = dev_state[dev], dev_state[1 - dev]
                         with cp.cuda.Device(dev):
-                            s["mod"].get_function("ring")(
-                                (ctas,), (args.threads,),
-                                (cp.int32(op_id), cp.int32(dev), s["in"], s["out"], s["buf"], p["buf"], s["flags"],
-                                 p["flags"], s["ready"], p["ready"], cp.uint64(token), cp.int64(shard16),
-                                 cp.int64(chunk16), cp.int64(slot16), cp.int32(max_ops), s["trace"], s["smid"],
-                                 cp.int64(0), cp.int32(1)))
+                            launch_ring(cp, dev_state, dev, op_id, ctas, args.threads, token, shard16, chunk16,
+                                        slot16, max_ops, call=0, handshake=True)
                     traces, smids = [], []
                     for dev in (0, 1):
                         with cp.cuda.Device(dev):
