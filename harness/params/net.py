@@ -46,6 +46,12 @@ class NetParams:
     output is free, and an idle output draws a request away from a busy one: the packet-level
     stand-in for flit interleaving, so that a response waiting for a busy output does not hold
     back data for a free one; docs/VALIDATION.md, 8 x H200 ring)."""
+    output_queue_flits: int = 0
+    """Flits an output port may hold queued for its link beyond the packet on the wire (0: an
+    output takes a packet only when its link is idle, BookSim's input-queued router). With a
+    queue a granted input is busy only while its packet crosses the crossbar, so a small response
+    waiting for an output that streams another input's data no longer holds that input's data
+    for a free output (the packet-level stand-in for flit interleaving; docs/VALIDATION.md)."""
     traffic_control: bool = False
     """CAIS traffic control: separate VCs for loads (READ/CAIS_LD/MM_LD_REDUCE requests) and
     reductions (CAIS_RED/MM_RED/WRITE), served round-robin, besides the response VCs."""

@@ -2,6 +2,7 @@
 // output_unit and routing_table. See nvswitch.h for the event flow.
 #include "cais/net/nvswitch.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "cais/engine_host.h"
@@ -40,6 +41,12 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
   const auto inputs = static_cast<std::uint32_t>(in_.size());
   vca_.init(ports, vcs, params_.traffic_control, inputs);
   swa_.init(inputs, ports, vcs + 1);
+  room_pending_.assign(ports, 0);
+  queue_ps_.assign(ports, 0);
+  for (std::uint32_t port = 0; port < ports; ++port)
+    if (info.out[port].connected && params_.output_queue_flits)
+      queue_ps_[port] = serialization_ps(static_cast<std::uint64_t>(params_.output_queue_flits) * params_.flit_bytes,
+                                         info.out[port].bw_gbps);
   ready_pending_.assign(static_cast<std::size_t>(inputs) * (vcs + 1), 0);
   for (std::uint32_t i = 0; i < params_.features.size(); ++i) {
     FeatureArgs a{&p, ports, i, node};
@@ -143,6 +150,10 @@ void NvSwitch::handle(const Event& e) {
     }
     case kFeatureTimer:
       features_.at(e.arg32)->on_timer(*this, e.arg);
+      return;
+    case kOutputRoom:
+      room_pending_[e.arg32] = 0;
+      if (swa_.has_requests(e.arg32)) request_allocation(e.arg32);
       return;
     default:
       throw InvariantError(NodeComponent::name() + ": unknown event kind " + std::to_string(e.kind));
@@ -301,7 +312,10 @@ void NvSwitch::allocate() {
   for (std::size_t i = 0; i < dirty.size(); ++i) {
     const std::uint32_t out = dirty[i];
     swa_.clear_dirty(out);
-    if (out_[out].channel().free_at() > sim_.now()) continue;  // its kPortFree re-arbitrates
+    if (!output_has_room(out)) {  // its kPortFree (or kOutputRoom) re-arbitrates
+      wake_when_room(out);
+      continue;
+    }
     const std::int32_t in = swa_.grant(out);
     if (in < 0) continue;
     send(static_cast<std::uint32_t>(in), out);
@@ -309,6 +323,17 @@ void NvSwitch::allocate() {
     for (std::uint32_t l : losers_) try_select(l);
   }
   dirty.clear();
+}
+
+bool NvSwitch::output_has_room(std::uint32_t out) const {
+  const TimePs free = out_[out].channel().free_at(), now = sim_.now();
+  return free <= now || free - now <= queue_ps_[out];
+}
+
+void NvSwitch::wake_when_room(std::uint32_t out) {
+  if (queue_ps_[out] == 0 || room_pending_[out]) return;  // without a queue the sender's kPortFree wakes it
+  room_pending_[out] = 1;
+  schedule(out_[out].channel().free_at() - queue_ps_[out], kOutputRoom, 0, out);
 }
 
 void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
@@ -322,8 +347,15 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   earliest = std::max(earliest, swa_.input_busy_until(in));
   const TimePs tail = out_[out].send(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), earliest, e.tail_ps);
   vca_.release(out, static_cast<std::uint32_t>(e.out_vc));
-  swa_.commit(in, out, tail);
-  schedule(tail, kPortFree, out, in);
+  // With an output queue the input is free once the packet has crossed at its own rate.
+  TimePs in_free = tail;
+  if (queue_ps_[out] && in_[in].in_bw_gbps() > 0)
+    in_free = std::max({now, e.tail_ps,
+                        earliest + serialization_ps(static_cast<std::uint64_t>(e.flits) * params_.flit_bytes,
+                                                    in_[in].in_bw_gbps())});
+  in_free = std::min(in_free, tail);
+  swa_.commit(in, out, in_free);
+  schedule(in_free, kPortFree, out, in);
   ++forwarded_;
   if (watched_) {
     const Packet& p = sim_.packets()[e.h];

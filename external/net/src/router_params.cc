@@ -43,6 +43,9 @@ RouterParams RouterParams::from(const Params& p) {
   r.sw_alloc_patience = static_cast<std::uint32_t>(p.get_uint("net.sw_alloc_patience"));
   r.output_aware_inputs = p.has("net.sw_input_select") &&
                           p.get_enum("net.sw_input_select", {"first_ready", "output_aware"}) == "output_aware";
+  r.output_queue_flits = p.has("net.output_queue_flits")
+                             ? static_cast<std::uint32_t>(p.get_uint("net.output_queue_flits"))
+                             : 0;
   r.traffic_control = p.get_bool("net.traffic_control");
   r.functional = p.get_bool("net.functional");
   r.features = split_features(p.get_string("net.features"));

@@ -29,6 +29,13 @@ struct RouterParams {
   // packet granularity this lets e.g. a data packet pass a response that waits for a busy
   // output, as flit interleaving would).
   bool output_aware_inputs = false;
+  // Flits an output may hold queued for its link beyond the packet on the wire (0: none, an
+  // output takes a packet only when its link is idle). With a queue, a granted input is busy
+  // only while the packet crosses the crossbar at the input's rate, not until the output has
+  // sent it: the packet-level stand-in for a crossbar that interleaves flits from several
+  // inputs onto one output (a 1-flit response does not wait a whole data packet's time at
+  // its input while the input's data could go elsewhere).
+  std::uint32_t output_queue_flits = 0;
   bool traffic_control = false;
   bool functional = false;
   std::vector<std::string> features;
