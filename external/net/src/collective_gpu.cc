@@ -185,6 +185,8 @@ class CollectiveGpu : public NodeComponent {
     sim.stats().counter(pre + ".wait_data_ps", "ps", &wait_data_ps_);
     sim.stats().counter(pre + ".wait_slot_ps", "ps", &wait_slot_ps_);
     sim.stats().counter(pre + ".fence_ps", "ps", &fence_ps_);
+    // How long write responses spend in the network (a fence waits for the slowest of a slice's).
+    sim.stats().histogram(pre + ".write_ack_latency", "ns", &ack_latency_ns_);
     sim.stats().counter(pre + ".egress_wait_ps", "ps", &egress_wait_ps_);
     sim.stats().counter(pre + ".functional_checked", "elements", &checked_);
     sim.stats().counter(pre + ".functional_errors", "elements", &errors_);
@@ -742,7 +744,10 @@ class CollectiveGpu : public NodeComponent {
         enqueue(make(proto::PKT_WRITE_ACK, src, addr, 0, flits, tag), resp_vc_);
         break;
       }
-      case proto::PKT_WRITE_ACK: on_write_ack(sim_.packets()[h].tag); break;
+      case proto::PKT_WRITE_ACK:
+        ack_latency_ns_.add(static_cast<double>(sim_.now() - sim_.packets()[h].inject_ps) / 1000.0);
+        on_write_ack(sim_.packets()[h].tag);
+        break;
       case proto::PKT_READ_REQ: serve_read(h); break;
       case proto::PKT_MM_LD_REDUCE_RESP: on_ld_reduce_resp(h); break;
       case proto::PKT_MM_ST: {
@@ -814,6 +819,7 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
   std::uint64_t checked_ = 0, errors_ = 0, mm_seq_ = 0;
   std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0, egress_wait_ps_ = 0;  // summed over channels
+  Histogram ack_latency_ns_;
   std::vector<double> out_vals_, rs_in_, ag_in_;
   PlaneHash planes_;
   std::vector<OutputChannel> out_;

@@ -510,6 +510,10 @@ TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
     EXPECT_GT(o.get(pre + "fence_ps"), 0) << g;
     EXPECT_LE(copy_ps + waits, budget * (1 + 1e-9)) << g;
     EXPECT_GT(copy_ps + waits, 0.9 * budget) << g;  // little time unaccounted for (channel ends)
+    // Every write (128 B of data, or a flag) is answered once, two 250 ns links after at the earliest.
+    EXPECT_EQ(o.get(pre + "write_ack_latency.count"), o.get(pre + "data_tx_bytes") / 128 + o.get(pre + "flags_tx")) << g;
+    EXPECT_GE(o.get(pre + "write_ack_latency.min"), 500.0) << g;
+    EXPECT_GE(o.get(pre + "write_ack_latency.max"), o.get(pre + "write_ack_latency.min")) << g;
   }
 }
 
