@@ -428,95 +428,79 @@ TEST(NvlsReplication, TwoShotAllReducePatternIsOutputBound) {
   EXPECT_LT(last, per_output + per_output / 10);
 }
 
-TEST(SwitchAllocation, OutputAwareInputsLetDataPassAResponseForABusyOutput) {
-  // GPUs 2 and 3 stream 4 KiB writes to GPU 7, keeping output 7 busy from ~260 ns on (the
-  // switch sees a packet once its tail is in). At 300 ns GPU 0 sends a write response to GPU 7
-  // (response VC) and then a 1 KiB write to idle GPU 5 (request VC). first_ready: input 0
-  // requests output 7 for the response and the write waits behind it until output 7 grants
-  // (~520 ns); output_aware: the write to the free output goes as soon as its tail is in.
-  TimePs write_at[2] = {0, 0};
-  const char* modes[2] = {"first_ready", "output_aware"};
-  for (int m = 0; m < 2; ++m) {
-    NvlsRun r;
-    Packet big;
-    big.type = proto::PKT_WRITE;
-    big.dst = 7;
-    big.payload_bytes = 4096;
-    for (std::uint32_t g : {2u, 3u})
-      for (std::uint64_t k = 0; k < 4; ++k) {
-        big.addr = (std::uint64_t{g} << 32) + 4096 * k;
-        r.script.sends.push_back({g, big});
-      }
-    Packet ack;
-    ack.type = proto::PKT_WRITE_ACK;
-    ack.dst = 7;
-    r.script.sends.push_back({0, ack, 300 * kNs});
-    Packet w;
-    w.type = proto::PKT_WRITE;
-    w.dst = 5;
-    w.payload_bytes = 1024;
-    r.script.sends.push_back({0, w, 301 * kNs});
-    run(r, 2 * flits_for(4096, 16, 1), false, modes[m]);
-    const auto writes = r.of_type(proto::PKT_WRITE);
-    ASSERT_EQ(writes.size(), 9u) << modes[m];
-    for (const auto& x : writes)
-      if (x.gpu == 5) write_at[m] = x.t;
-    ASSERT_EQ(r.of_type(proto::PKT_WRITE_ACK).size(), 1u) << modes[m];
+// GPUs 2 and 3 stream 4 KiB writes to GPU 7, keeping output 7 busy from ~260 ns on (the switch
+// sees a packet once its tail is in). At 300 ns GPU 0 sends a write response to GPU 7 (response
+// VC) and then a 1 KiB write to idle GPU 5 (request VC). When each reached its GPU:
+struct BusyOutputRun {
+  TimePs write_at = 0;     // the 1 KiB write to the free output 5
+  TimePs ack_at = 0;       // the response to the busy output 7
+  TimePs last_big_at = 0;  // the last 4 KiB write to output 7
+};
+BusyOutputRun run_busy_output(const std::string& input_select, long output_queue_flits) {
+  NvlsRun r;
+  Packet big;
+  big.type = proto::PKT_WRITE;
+  big.dst = 7;
+  big.payload_bytes = 4096;
+  for (std::uint32_t g : {2u, 3u})
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      big.addr = (std::uint64_t{g} << 32) + 4096 * k;
+      r.script.sends.push_back({g, big});
+    }
+  Packet ack;
+  ack.type = proto::PKT_WRITE_ACK;
+  ack.dst = 7;
+  r.script.sends.push_back({0, ack, 300 * kNs});
+  Packet w;
+  w.type = proto::PKT_WRITE;
+  w.dst = 5;
+  w.payload_bytes = 1024;
+  r.script.sends.push_back({0, w, 301 * kNs});
+  run(r, 2 * flits_for(4096, 16, 1), false, input_select, output_queue_flits);
+  BusyOutputRun out;
+  const auto writes = r.of_type(proto::PKT_WRITE);
+  EXPECT_EQ(writes.size(), 9u) << input_select << ", queue " << output_queue_flits;
+  for (const auto& x : writes) {
+    TimePs& t = x.gpu == 5 ? out.write_at : out.last_big_at;
+    t = std::max(t, x.t);
   }
-  const TimePs tail_in = 301 * kNs + serialisation(1024) + kLinkNs * kNs;
-  std::cout << "  write to the free output arrives at " << write_at[0] / kNs << " ns (first_ready), " << write_at[1] / kNs << " ns (output_aware)\n";
-  EXPECT_LT(write_at[1], tail_in + 10 * kNs);  // output_aware: no wait
-  EXPECT_GT(write_at[0], write_at[1] + serialisation(1024));  // first_ready: blocked
+  const auto acks = r.of_type(proto::PKT_WRITE_ACK);
+  EXPECT_EQ(acks.size(), 1u) << input_select << ", queue " << output_queue_flits;
+  if (!acks.empty()) out.ack_at = acks[0].t;
+  return out;
 }
 
-// The busy-output scenario above with first_ready inputs and an output queue: once output 7 may
-// queue a whole 4 KiB packet behind the one on its wire, the response crosses into that queue at
-// once and input 0's write to the free output 5 follows it; a queue of one flit admits nothing
-// while output 7 streams, so the write waits as without a queue. Output 7's link is shared, not
-// lost: its last 4 KiB write arrives at most one response time later than without the queue.
+const TimePs kWriteTailIn = 301 * kNs + serialisation(1024) + kLinkNs * kNs;  // the write's tail at the switch
+
+TEST(SwitchAllocation, OutputAwareInputsLetDataPassAResponseForABusyOutput) {
+  // first_ready: input 0 requests output 7 for the response and the write waits behind it until
+  // output 7 grants (~520 ns); output_aware: the write to the free output goes as soon as its
+  // tail is in.
+  const BusyOutputRun first = run_busy_output("first_ready", 0), aware = run_busy_output("output_aware", 0);
+  std::cout << "  write to the free output arrives at " << first.write_at / kNs << " ns (first_ready), "
+            << aware.write_at / kNs << " ns (output_aware)\n";
+  EXPECT_LT(aware.write_at, kWriteTailIn + 10 * kNs);                   // output_aware: no wait
+  EXPECT_GT(first.write_at, aware.write_at + serialisation(1024));  // first_ready: blocked
+}
+
+// The same with first_ready inputs and an output queue: once output 7 may queue a whole 4 KiB
+// packet behind the one on its wire, the response crosses into that queue at once and input 0's
+// write to the free output 5 follows it; a queue of one flit admits nothing while output 7
+// streams, so the write waits as without a queue. Output 7's link is shared, not lost: its last
+// 4 KiB write arrives at most one response time later than without the queue.
 TEST(SwitchAllocation, AnOutputQueueLetsAResponseCrossWithoutHoldingItsInput) {
-  const long big_flits = flits_for(4096, 16, 1);
-  const long queues[3] = {0, 1, big_flits + 1};
-  TimePs write_at[3] = {0, 0, 0}, ack_at[3] = {0, 0, 0}, last_big_at[3] = {0, 0, 0};
-  for (int m = 0; m < 3; ++m) {
-    NvlsRun r;
-    Packet big;
-    big.type = proto::PKT_WRITE;
-    big.dst = 7;
-    big.payload_bytes = 4096;
-    for (std::uint32_t g : {2u, 3u})
-      for (std::uint64_t k = 0; k < 4; ++k) {
-        big.addr = (std::uint64_t{g} << 32) + 4096 * k;
-        r.script.sends.push_back({g, big});
-      }
-    Packet ack;
-    ack.type = proto::PKT_WRITE_ACK;
-    ack.dst = 7;
-    r.script.sends.push_back({0, ack, 300 * kNs});
-    Packet w;
-    w.type = proto::PKT_WRITE;
-    w.dst = 5;
-    w.payload_bytes = 1024;
-    r.script.sends.push_back({0, w, 301 * kNs});
-    run(r, 2 * flits_for(4096, 16, 1), false, "first_ready", queues[m]);
-    const auto writes = r.of_type(proto::PKT_WRITE);
-    ASSERT_EQ(writes.size(), 9u) << "queue " << queues[m];
-    for (const auto& x : writes)
-      (x.gpu == 5 ? write_at[m] : last_big_at[m]) = std::max(x.gpu == 5 ? write_at[m] : last_big_at[m], x.t);
-    const auto acks = r.of_type(proto::PKT_WRITE_ACK);
-    ASSERT_EQ(acks.size(), 1u) << "queue " << queues[m];
-    ack_at[m] = acks[0].t;
-  }
-  const TimePs tail_in = 301 * kNs + serialisation(1024) + kLinkNs * kNs;
-  std::cout << "  write to the free output arrives at " << write_at[0] / kNs << " / " << write_at[1] / kNs << " / "
-            << write_at[2] / kNs << " ns (output queue 0 / 1 / " << queues[2] << " flits)\n";
+  const long packet_queue = flits_for(4096, 16, 1) + 1;
+  const BusyOutputRun none = run_busy_output("first_ready", 0), flit = run_busy_output("first_ready", 1),
+                      packet = run_busy_output("first_ready", packet_queue);
+  std::cout << "  write to the free output arrives at " << none.write_at / kNs << " / " << flit.write_at / kNs
+            << " / " << packet.write_at / kNs << " ns (output queue 0 / 1 / " << packet_queue << " flits)\n";
   // One flit of queue: the response goes one flit time early, nothing passes a streaming output.
-  EXPECT_LE(write_at[0] - write_at[1], serialisation(0));
-  EXPECT_LE(ack_at[0] - ack_at[1], serialisation(0));
-  EXPECT_GT(write_at[0], write_at[2] + serialisation(1024));  // without a queue: blocked
-  EXPECT_LT(write_at[2], tail_in + 10 * kNs);                  // with one: no wait
-  EXPECT_LE(last_big_at[2], last_big_at[0] + serialisation(0));
-  EXPECT_GT(ack_at[2], 300 * kNs);
+  EXPECT_LE(none.write_at - flit.write_at, serialisation(0));
+  EXPECT_LE(none.ack_at - flit.ack_at, serialisation(0));
+  EXPECT_GT(none.write_at, packet.write_at + serialisation(1024));  // without a queue: blocked
+  EXPECT_LT(packet.write_at, kWriteTailIn + 10 * kNs);              // with one: no wait
+  EXPECT_LE(packet.last_big_at, none.last_big_at + serialisation(0));
+  EXPECT_GT(packet.ack_at, 300 * kNs);
 }
 
 }  // namespace
