@@ -13,8 +13,9 @@ from typing import Optional
 
 @dataclass
 class NetParams:
-    """Router model ``nvswitch``: input-queued, virtual channels with credit flow control,
-    separable input-first allocation, cut-through forwarding (external/net/src/nvswitch.cc)."""
+    """Router model ``nvswitch``: input-queued (plus an optional output queue, output_queue_flits),
+    virtual channels with credit flow control, separable input-first allocation, cut-through
+    forwarding (external/net/src/nvswitch.cc)."""
 
     vcs_per_port: int = 8
     """Virtual channels per input port (paper, IV-A: eight). Requests and responses use disjoint
