@@ -99,8 +99,6 @@ class CollectiveGpu : public NodeComponent {
     const double overhead_ns = p.get_double("collective.kernel_overhead_ns");
     if (overhead_ns < 0) throw ConfigError("collective.kernel_overhead_ns", "must be >= 0");
     start_ps_ = ns_to_ps(p.get_double("collective.start_ns") + (algo_ == CollAlgo::kRing ? overhead_ns : 0.0));
-    cta_bw_gbps_ = p.get_double("collective.cta_bw_gbps");
-    if (cta_bw_gbps_ < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
     init_prim_rates(p);
     jitter_cv_ = p.get_double("collective.cta_jitter_cv");
     if (jitter_cv_ < 0 || jitter_cv_ > 0.3) throw ConfigError("collective.cta_jitter_cv", "must be in [0, 0.3]");
@@ -543,10 +541,12 @@ class CollectiveGpu : public NodeComponent {
   // copy_send 1/2 (copySend, recvCopySend), reduce 2/1 (recvReduceSend, recvReduceCopy),
   // reduce_send 2/2 (recvReduceCopySend).
   void init_prim_rates(const Params& p) {
+    const double cta_bw = p.get_double("collective.cta_bw_gbps");
+    if (cta_bw < 0) throw ConfigError("collective.cta_bw_gbps", "must be >= 0 (0: unlimited)");
     auto rate = [&](const char* key) {
       const double v = p.get_double(key);
       if (v < 0) throw ConfigError(key, "must be >= 0 (0: collective.cta_bw_gbps)");
-      return v > 0 ? v : cta_bw_gbps_;
+      return v > 0 ? v : cta_bw;
     };
     const double copy = rate("collective.cta_copy_gbps"), copy_send = rate("collective.cta_copy_send_gbps");
     const double reduce = rate("collective.cta_reduce_gbps"), reduce_send = rate("collective.cta_reduce_send_gbps");
@@ -803,9 +803,8 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
-  static constexpr TimePs kNever = ~TimePs{0};
   TimePs start_ps_ = 0, finish_ps_ = 0, chan_done_first_ps_ = kNever;
-  double cta_bw_gbps_ = 0, jitter_cv_ = 0;
+  double jitter_cv_ = 0;
   std::array<double, kPrimCount> prim_rate_{};  // GB/s per CTA, indexed by Prim
   std::uint64_t seed_ = 0;
   std::uint32_t writes_per_response_ = 1;
