@@ -60,11 +60,17 @@ class Coordinator:
         self._slice_s = min(channel.liveness_poll_s, reply_timeout_s)
 
     # ---------------------------------------------------------------- receiving
-    def _check_alive(self) -> None:
-        for e in self.engines:
-            code = e.exit_code()
-            if code is not None:
-                raise EngineError(e.name, f"{describe_exit(code)} unexpectedly", e.stderr_tail())
+    def _check_alive(self, grace_s: float = 0.0) -> None:
+        """Fail naming the first engine that has exited; with grace_s, wait that long for one to."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            for e in self.engines:
+                code = e.exit_code()
+                if code is not None:
+                    raise EngineError(e.name, f"{describe_exit(code)} unexpectedly", e.stderr_tail())
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
 
     def _poll(self, budget_ms: int, waiting: set[int], spin: bool = True) -> tuple[int, bytes, list]:
         """The next message; between slices of liveness_poll_s, looks for dead engines."""
@@ -128,7 +134,9 @@ class Coordinator:
         try:
             self.channel.send(idx, ctl_bytes, frames)
         except ChannelError as exc:
-            self._check_alive()
+            # A killed engine's socket closes before the kernel reports its exit: give the exit
+            # a moment to show, so the error names the signal rather than the transport.
+            self._check_alive(grace_s=1.0)
             eng = self.engines[idx]
             raise EngineError(eng.name, f"cannot be reached ({exc})", eng.stderr_tail()) from None
 
