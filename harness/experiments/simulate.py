@@ -13,11 +13,21 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
+from harness.errors import ConfigError
 from harness.results import write_csv_atomic
 from harness.system import run_system
 
 
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    if cfg.workload != "traffic":  # an LLM layer or sub-layer lowered by a scheme
+        from harness import layer_sim
+        if cfg.workload not in layer_sim.LAYER_WORKLOADS:
+            raise ConfigError("workload", f"unknown workload '{cfg.workload}' (choices: traffic, "
+                              f"{', '.join(layer_sim.LAYER_WORKLOADS)})")
+        return layer_sim.run(cfg, out_dir)
+    if cfg.scheme.name != "none":
+        raise ConfigError("scheme", f"scheme={cfg.scheme.name} lowers LLM layers: it needs workload=layer or "
+                          "sublayer_l1..sublayer_l4 (workload=traffic runs no scheme)")
     result = run_system(cfg)
     stats = result.stats
     write_csv_atomic(out_dir / "stats.csv", stats)

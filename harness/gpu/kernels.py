@@ -665,24 +665,37 @@ def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str 
     beta = add_buffer(wl, "beta", N * ELEM)
     k = wl.kernels.add(name="layernorm", grid_x=M, grid_y=1, threads_per_block=threads, regs_per_thread=32,
                        smem_bytes=threads // 32 * 3 // 2 * 4)
-    p = Program(k)
+    layernorm_program(Program(k), x, y, gamma, beta, N, threads, vec_elems)
+    wl.launches.add(kernel=0, stream=0)
+    return wl
+
+
+def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int, threads: int = 128,
+                      vec_elems: int = 4, dy: int | None = None) -> None:
+    """The program of one layernorm block (row bx of x [rows, N] -> y); see layernorm().
+    With `dy` (backward): LayerNorm's input gradient as PyTorch's layer_norm_backward runs it per
+    row: pass 1 reads the row of dy beside x for the two row reductions, pass 2 reads them again
+    (L2 hits) with gamma to write dx into y: twice the row loads and about twice the arithmetic."""
     row, chunk = N * ELEM, threads * vec_elems * ELEM
     rounds = math.ceil(row / chunk)
+    backward = dy is not None
     p.loop(rounds)  # pass 1: load, then Welford on the 4 elements (about 8 flops each)
     p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
-    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=8.0)
+    if backward:
+        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=16.0 if backward else 8.0)
     p.end()
     p.ins(isa.BAR)  # block reduction of the Welford partials through shared memory
     p.loop(rounds)  # pass 2
     p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    if backward:
+        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.LD, buffer=beta, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.WAIT, count=0)
-    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=4.0)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=8.0 if backward else 4.0)
     p.ins(isa.ST, buffer=y, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.end()
-    wl.launches.add(kernel=0, stream=0)
-    return wl
 
 
 # ---------------------------------------------------------------- attention
@@ -700,9 +713,28 @@ def attention(BH: int, S: int, D: int, causal: bool = True, name: str | None = N
     dp = max(16, math.ceil(D / 16) * 16)
     k = wl.kernels.add(name="flash_fwd", grid_x=nt, grid_y=BH, threads_per_block=256, regs_per_thread=224,
                        smem_bytes=(tq * dp + 4 * tq * dp) * ELEM)
-    p = Program(k)
+    attention_program(Program(k), q, kv, o, S, D, causal)
+    wl.launches.add(kernel=0, stream=0)
+    return wl
+
+
+ATTN_TILE = 128
+
+
+def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causal: bool = True,
+                      backward: bool = False) -> None:
+    """The program of one attention block (query tile bx of head by); see attention().
+    backward: FlashAttention-2's backward per key tile recomputes S = QK^T and computes dP = dO V^T,
+    dV += P^T dO, dK += dS^T Q, dQ += dS K: five mmas where the forward has two (about 2.5x the
+    FLOPs, spec A1), with dO loaded beside Q and dQ stored beside O."""
+    tq = ATTN_TILE
+    nt = math.ceil(S / tq)
+    trips = (nt + 1) // 2 if causal else nt
+    dp = max(16, math.ceil(D / 16) * 16)
     row = D * ELEM
     p.ins(isa.LD, buffer=q, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
+    if backward:
+        p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
     p.loop(trips)
     p.ins(isa.LD, buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row)
     p.ins(isa.LD, buffer=kv, is_async=True, addr=affine(S * row, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row)
@@ -710,10 +742,13 @@ def attention(BH: int, S: int, D: int, causal: bool = True, name: str | None = N
     p.ins(isa.MMA, m=tq, n=tq, k=dp, dtype=isa.BF16)
     p.ins(isa.ALU, elements=tq * tq, flops_per_element=6.0)
     p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
+    if backward:
+        p.ins(isa.MMA, m=tq, n=tq, k=dp, dtype=isa.BF16)
+        p.ins(isa.ALU, elements=tq * tq, flops_per_element=4.0)
+        p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
+        p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
     p.end()
     p.ins(isa.ST, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
-    wl.launches.add(kernel=0, stream=0)
-    return wl
 
 
 # ---------------------------------------------------------------- multi-GPU: AG-GEMM

@@ -155,7 +155,7 @@ void HopperGpu::pump_sm(std::uint32_t q) {
     p.src = node_;
     p.origin = node_;
     p.dst = op.peer;
-    p.addr = s0;
+    p.addr = op.flag ? op.addr : s0;  // a flag is an 8 B word: keep its exact address, not its sector's
     p.group = op.group;
     // tag: op index (low 32 bits) | packet sequence (bits 32..61; unique per request in flight,
     // as switches key multicast completions by (src, tag)) | flag-write bit 62.

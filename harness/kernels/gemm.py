@@ -1,0 +1,150 @@
+"""The library's parametric GEMM: one data-parallel tile kernel (CUTLASS/cuBLAS structure, the
+calibrated model of harness.gpu.kernels) whose tiles take their A operand and send their result
+in whatever way a scheme needs.
+
+A block computes the tm x tn tile (bx, by) of C[M, N] = A[M, K] x B[K, N] in a pipelined K loop
+and then runs its epilogue. Operand sources for A (`Source.kind`):
+  local   A [M, K] in local memory;
+  remote  A row-sharded over the GPUs (owner of rows r: r // owner_rows), plain remote loads
+          (READ_REQ/READ_RESP) of the rows other GPUs own;
+  cais    the same addresses through ld.cais (GPU-invariant: the CAIS compiler's rewrite).
+Result sinks (`Sink.kind`):
+  local      C [M, N] in local memory;
+  red_cais   partial tile reduced into its owner's row shard [owner_rows, N] with red.cais;
+  st_remote  partial tile written (remote store) into slot g of the owner's staging buffer
+             [gpus x owner_rows, N] (FuseLib's zero-copy direct reduce-scatter);
+  none       nothing stored (a consumer of the tile lives in the same block).
+After its store a block can signal a flag (`Signal`): a chunk counter on this GPU (CoCoNet's
+tile-status map) or a per-tile flag on the owner (FuseLib), so a communication kernel or the
+owner can wait for exactly the tiles it needs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.gpu import kernels as calibrated
+from harness.gpu.isa_text import isa
+from harness.kernels.builder import WorkloadBuilder, affine
+from harness.workload.models import ELEM_BYTES as ELEM
+
+TK = calibrated.TK
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str = "local"     # local | remote | cais
+    owner_rows: int = 0     # rows of A each GPU owns (remote, cais)
+
+
+@dataclass(frozen=True)
+class Sink:
+    kind: str = "local"     # local | red_cais | st_remote | none
+    owner_rows: int = 0     # rows of C each GPU owns (red_cais, st_remote)
+
+
+@dataclass(frozen=True)
+class Signal:
+    flags: int              # flag buffer
+    where: str = "local"    # local: this GPU's counter; owner: the tile's owner's flag
+    rows_per_flag: int = 0  # flag of a tile = its first row // rows_per_flag (0: one flag per tile)
+    value: int = 1
+
+
+SOURCES = ("local", "remote", "cais")
+SINKS = ("local", "red_cais", "st_remote", "none")
+
+
+def plan(M: int, N: int, K: int, num_sms: int, row_multiple: int = 0, gpu_params=None) -> calibrated.GemmConfig:
+    """The tile shape of a data-parallel launch, chosen by the calibrated heuristic among
+    one-kernel (no split-K) plans; with a row-sharded operand or result the tile rows must
+    divide the shard (row_multiple)."""
+    best = None
+    for c in calibrated.candidates(M, N, K, num_sms):
+        if c.split != 1 or c.schedule != "dp" or (row_multiple and row_multiple % c.tm):
+            continue
+        t = calibrated.estimate_gemm_us(M, N, K, num_sms, c, gpu_params)
+        if best is None or t < best[0] - 1e-9:
+            best = (t, c)
+    if best is None:
+        return calibrated.GemmConfig(64 if row_multiple and row_multiple % 128 else 128, 128)
+    return best[1]
+
+
+def _owner_terms(e, tm: int, owner_rows: int, row_bytes: int):
+    """e + (row block by's offset inside its owner's shard): by*tm*row_bytes - owner*owner_rows*row_bytes."""
+    tpo = owner_rows // tm
+    e.block_y += tm * row_bytes
+    e.quotient.add(block_y=1, divisor=tpo, scale=-owner_rows * row_bytes)
+    return e
+
+
+def _owner(tm: int, owner_rows: int):
+    a = affine(0)
+    a.quotient.add(block_y=1, divisor=owner_rows // tm, scale=1)
+    return a
+
+
+def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: int, out: int,
+         source: Source = Source(), sink: Sink = Sink(), signal: Signal | None = None,
+         config: calibrated.GemmConfig | None = None, num_sms: int | None = None) -> tuple[int, calibrated.GemmConfig]:
+    """Add the GEMM kernel to `b`; returns (kernel index, tile config)."""
+    if source.kind not in SOURCES:
+        raise ValueError(f"gemm '{name}': unknown source '{source.kind}'")
+    if sink.kind not in SINKS:
+        raise ValueError(f"gemm '{name}': unknown sink '{sink.kind}'")
+    sharded = [r for r in (source.owner_rows if source.kind != "local" else 0,
+                           sink.owner_rows if sink.kind in ("red_cais", "st_remote") else 0) if r]
+    row_multiple = math.gcd(*sharded) if sharded else 0
+    c = config or plan(M, N, K, num_sms or b.num_sms, row_multiple)
+    if row_multiple and (row_multiple % c.tm or M % c.tm):
+        raise ValueError(f"gemm '{name}': tile rows {c.tm} must divide the row shard {row_multiple} and M {M}")
+    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    ki, p = b.kernel(name, gx, gy, threads=c.threads, regs=168, smem=c.smem, cluster_ctas=c.cluster_ctas)
+    kt = max(1, math.ceil(K / TK))
+    lda = K * ELEM
+    a_rows, b_rows, tm_eff, tn_eff = calibrated._tile_rows(M, N, c)
+    if source.kind != "local":
+        a_rows = c.tm  # a remote tile is fetched whole (no TMA multicast across GPUs)
+    a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
+
+    def loads(shift: int):
+        off = shift * TK * ELEM
+        if source.kind == "local":
+            p.ins(isa.LD, is_async=True, buffer=a, addr=affine(off, by=c.tm * lda, loops=(TK * ELEM,)),
+                  rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+        else:
+            p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
+                  addr=_owner_terms(affine(off, loops=(TK * ELEM,)), c.tm, source.owner_rows, lda),
+                  rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+        p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)), rows=b_rows,
+              row_bytes=TK * ELEM, row_stride=lda)
+
+    calibrated._k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, calibrated._mma_shape(M, N, c))
+    ldc = N * ELEM
+    if sink.kind == "local":
+        p.ins(isa.ST, buffer=out, addr=affine(0, bx=c.tn * ELEM, by=c.tm * ldc), rows=tm_eff,
+              row_bytes=tn_eff * ELEM, row_stride=ldc)
+    elif sink.kind == "red_cais":
+        p.ins(isa.RED_CAIS, buffer=out, peer=_owner(c.tm, sink.owner_rows),
+              addr=_owner_terms(affine(0, bx=c.tn * ELEM), c.tm, sink.owner_rows, ldc),
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc)
+    elif sink.kind == "st_remote":  # slot g of the owner's staging buffer
+        slot = sink.owner_rows * ldc
+        p.ins(isa.ST_REMOTE, buffer=out, peer=_owner(c.tm, sink.owner_rows),
+              addr=_owner_terms(affine(0, bx=c.tn * ELEM, g=slot), c.tm, sink.owner_rows, ldc),
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc)
+    if signal is not None:
+        if signal.rows_per_flag:
+            if signal.rows_per_flag % c.tm:
+                raise ValueError(f"gemm '{name}': a flag's rows {signal.rows_per_flag} must be whole tiles of {c.tm}")
+            addr = affine(0)
+            addr.quotient.add(block_y=1, divisor=signal.rows_per_flag // c.tm, scale=8)
+        else:
+            addr = affine(0, bx=8, by=8 * gx)
+        if signal.where == "local":
+            p.ins(isa.FLAG_SIGNAL, buffer=signal.flags, addr=addr, value=signal.value, scope=isa.LOCAL)
+        else:
+            p.ins(isa.FLAG_SIGNAL, buffer=signal.flags, addr=addr, value=signal.value, scope=isa.REMOTE,
+                  peer=_owner(c.tm, sink.owner_rows or source.owner_rows))
+    return ki, c

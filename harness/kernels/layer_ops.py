@@ -1,0 +1,40 @@
+"""LayerNorm and attention kernels of a transformer layer, added to a multi-GPU workload.
+
+The programs are those of the calibrated single-GPU kernels (harness.gpu.kernels: PyTorch's
+vectorised layernorm, FlashAttention-style fused attention); here they read and write the
+workload's buffers.
+"""
+from __future__ import annotations
+
+import math
+
+from harness.gpu import kernels as calibrated
+from harness.kernels.builder import WorkloadBuilder
+from harness.workload.models import ELEM_BYTES as ELEM
+
+LN_THREADS = 128
+
+
+def layernorm(b: WorkloadBuilder, name: str, rows: int, cols: int, *, x: int, y: int, gamma: int, beta: int,
+              dy: int | None = None) -> int:
+    """One block per row (forward, or backward with the output gradient dy)."""
+    ki, p = b.kernel(name, rows, 1, threads=LN_THREADS, regs=32, smem=LN_THREADS // 32 * 3 // 2 * 4)
+    calibrated.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy)
+    return ki
+
+
+def attention(b: WorkloadBuilder, name: str, batch_heads: int, seq: int, head_dim: int, *, q: int, kv: int, o: int,
+              backward: bool = False) -> int:
+    """One block per (128-query tile, batch x head); causal."""
+    tq = calibrated.ATTN_TILE
+    dp = max(16, math.ceil(head_dim / 16) * 16)
+    smem = (tq * dp + 4 * tq * dp) * ELEM
+    ki, p = b.kernel(name, math.ceil(seq / tq), batch_heads, threads=256, regs=224 if not backward else 255,
+                     smem=smem)
+    calibrated.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward)
+    return ki
+
+
+def attention_buffers(b: WorkloadBuilder, prefix: str, batch_heads: int, seq: int, head_dim: int) -> tuple[int, int, int]:
+    per = batch_heads * seq * head_dim * ELEM
+    return (b.buffer(f"{prefix}.q", per), b.buffer(f"{prefix}.kv", 2 * per), b.buffer(f"{prefix}.o", per))

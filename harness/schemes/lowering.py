@@ -1,0 +1,125 @@
+"""What every scheme's lowering shares: the workload builder, one buffer per tensor, weights,
+and the kernels of ops a scheme does not change (LN, attention, plain GEMMs), plus the record of
+which launches implement which op (for per-op and sub-layer times).
+
+Tensors: the output of every op is a buffer named after the op. A GEMM reads its A operand from
+its first dependency's tensor (a fresh input buffer when it has none) and its own weights; a
+partial GEMM output that a collective reduces is a multicast object (NVLS needs one; plain
+kernels use it as ordinary memory).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.kernels import gemm as gemm_kernel
+from harness.kernels import layer_ops, nvls
+from harness.kernels.builder import Stream, WorkloadBuilder
+from harness.workload.graph import Attention, Collective, Gemm, Graph, Norm, Op
+from harness.workload.models import ELEM_BYTES as ELEM
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the lowering may assume of the system."""
+    gpus: int
+    num_sms: int
+    functional: bool = False
+
+
+@dataclass
+class Lowered:
+    workload: object                                   # isa.Workload
+    op_launches: dict[str, list[int]] = field(default_factory=dict)
+
+
+class Lowering:
+    def __init__(self, graph: Graph, target: Target, scheme: str):
+        self.g, self.t = graph, target
+        self.b = WorkloadBuilder(f"{scheme}.{graph.name}", target.gpus, target.num_sms, target.functional)
+        self.main = self.b.stream("main")
+        self.tensors: dict[str, int] = {}
+        self.op_launches: dict[str, list[int]] = {}
+
+    # ---- tensors
+    def tensor(self, name: str, nbytes: int, multicast: bool = False) -> int:
+        if name not in self.tensors:
+            self.tensors[name] = self.b.buffer(name, nbytes, multicast=multicast)
+        return self.tensors[name]
+
+    def input_of(self, op: Op, nbytes: int) -> int:
+        """The tensor op reads: its first dependency's output, or the layer's input."""
+        if op.deps:
+            return self.tensors[op.deps[0]]
+        return self.tensor(f"{op.name}.in", nbytes)
+
+    def out_of(self, op: Op) -> int:
+        if isinstance(op, Gemm):
+            return self.tensor(op.name, op.M * op.N * ELEM, multicast=op.out_partial)
+        if isinstance(op, Norm):
+            return self.tensor(op.name, op.rows * op.cols * ELEM)
+        if isinstance(op, Collective):
+            size = op.bytes // self.t.gpus if op.kind == "reduce_scatter" else op.bytes
+            return self.tensor(op.name, size, multicast=op.kind != "reduce_scatter")
+        raise TypeError(op)
+
+    # ---- launches
+    def launch(self, op: Op | str, kernel: int, stream: Stream | None = None, **kw) -> int:
+        li = self.b.launch(kernel, stream or self.main, **kw)
+        self.op_launches.setdefault(op if isinstance(op, str) else op.name, []).append(li)
+        return li
+
+    def finish(self) -> Lowered:
+        return Lowered(self.b.wl, self.op_launches)
+
+    # ---- ops no scheme changes
+    def gemm(self, op: Gemm, stream: Stream | None = None, *, source=gemm_kernel.Source(),
+             sink=gemm_kernel.Sink(), signal=None, a: int | None = None, out: int | None = None, **kw) -> int:
+        a = self.input_of(op, op.M * op.K * ELEM) if a is None else a
+        w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
+        out = self.out_of(op) if out is None else out
+        ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=out, source=source, sink=sink,
+                                 signal=signal)
+        return self.launch(op, ki, stream, **kw)
+
+    def norm(self, op: Norm, stream: Stream | None = None, **kw) -> int:
+        nbytes = op.rows * op.cols * ELEM
+        x = self.input_of(op, nbytes)
+        gamma = self.tensor(f"{op.name}.gamma", op.cols * ELEM)
+        beta = self.tensor(f"{op.name}.beta", op.cols * ELEM)
+        if op.backward:  # x is the saved forward input, dy the incoming gradient
+            dy, x = x, self.tensor(f"{op.name}.saved_x", nbytes)
+        else:
+            dy = None
+        ki = layer_ops.layernorm(self.b, op.name, op.rows, op.cols, x=x, y=self.out_of(op), gamma=gamma, beta=beta,
+                                 dy=dy)
+        return self.launch(op, ki, stream, **kw)
+
+    def attention(self, op: Attention, stream: Stream | None = None, **kw) -> int:
+        q, kv, o = layer_ops.attention_buffers(self.b, op.name, op.batch_heads, op.seq, op.head_dim)
+        self.tensors[op.name] = o
+        ki = layer_ops.attention(self.b, op.name, op.batch_heads, op.seq, op.head_dim, q=q, kv=kv, o=o,
+                                 backward=op.backward)
+        return self.launch(op, ki, stream, **kw)
+
+    def nvls(self, op: Collective, cfg: nvls.NvlsConfig, stream: Stream | None = None, **kw) -> int:
+        """A whole-tensor NVLS collective: AR in place on its input's multicast buffer; RS from
+        the input's multicast buffer to a shard; AG from the input shard into a multicast buffer."""
+        src = self.tensors[op.deps[0]]
+        if op.kind == "all_reduce":
+            self.tensors[op.name] = src
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=src, cfg=cfg)
+        elif op.kind == "reduce_scatter":
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=src, shard=self.out_of(op), cfg=cfg)
+        else:
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=self.out_of(op), shard=src, cfg=cfg)
+        return self.launch(op, ki, stream, **kw)
+
+    def plain(self, op: Op, stream: Stream | None = None, **kw) -> int:
+        """The kernel of a compute op as-is (its launch follows the stream's order)."""
+        if isinstance(op, Gemm):
+            return self.gemm(op, stream, **kw)
+        if isinstance(op, Norm):
+            return self.norm(op, stream, **kw)
+        if isinstance(op, Attention):
+            return self.attention(op, stream, **kw)
+        raise TypeError(f"{op.name}: not a compute op")
