@@ -10,8 +10,6 @@ compiler gave that kernel (nvrtc, CUDA 13, sm_90: copy 32, reduce 56), not a fit
 """
 from __future__ import annotations
 
-import math
-
 from harness.errors import ConfigError
 from harness.gpu.isa_text import isa
 from harness.gpu.kernels import Program, add_buffer, affine
@@ -64,6 +62,3 @@ def moved_bytes(kind: str, ctas: int, nbytes: int, threads: int = 512, unroll: i
     total = max(1, nbytes // ctas // chunk) * chunk * ctas
     return {"read": total * (2 if kind == "reduce" else 1), "write": total}
 
-
-def steps_per_cta(ctas: int, nbytes: int, threads: int = 512, unroll: int = 4) -> int:
-    return max(1, math.floor(nbytes / ctas / chunk_bytes(threads, unroll)))
