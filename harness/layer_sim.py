@@ -68,7 +68,7 @@ def link_utilisation(stats: pd.DataFrame, cfg: DictConfig, span_ps: float) -> fl
     for g in range(int(cfg.system.gpus)):
         for p, n in enumerate(lanes):
             rate = n * float(cfg.system.lane_bw_gbps) * 1e9  # bytes/s
-            for key in (f"sw{p}.port{g}.tx.flits", f"sw{p}.port{g}.rx.flits"):
+            for key in (f"gpu{g}.port{p}.tx.flits", f"sw{p}.port{g}.tx.flits"):  # up, down
                 used += float(s.get(key, 0.0)) * flit
                 cap += rate * span_ps * 1e-12
     return used / cap if cap else 0.0

@@ -41,22 +41,30 @@ def split(total: int, channels: int, chunk: int) -> tuple[int, int, int]:
 
 
 def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, mc: int, shard: int = -1,
-               cfg: NvlsConfig = NvlsConfig()) -> int:
+               cfg: NvlsConfig = NvlsConfig(), chunks: int = 1, wait=None) -> int:
     """Add an NVLS `kind` kernel over a multicast buffer `mc` of nbytes per GPU; `shard` is the
-    local [D/N] buffer a reduce_scatter writes / an all_gather reads. Returns the kernel index."""
+    local [D/N] buffer a reduce_scatter writes / an all_gather reads. Returns the kernel index.
+
+    chunks > 1 walks the tensor as consecutive chunks, each reduced like a whole tensor (rank r
+    takes the r-th 1/N of every chunk; CoCoNet-NVLS's chunked overlap); `wait(p)` emits what a
+    channel waits for before each chunk (e.g. the producer GEMM's tiles of it)."""
     if kind not in KINDS:
         raise ValueError(f"unknown NVLS collective '{kind}'")
-    G = b.gpus
-    if nbytes % G:
-        raise ValueError(f"{name}: {nbytes} B does not split over {G} GPUs")
-    slice_bytes = nbytes // G
-    per, chunk, n = split(slice_bytes, cfg.channels, cfg.chunk_bytes)
-    flags = b.flags(f"{name}.flags", 2 * cfg.channels)
-    ki, p = b.kernel(name, cfg.channels, 1, threads=cfg.threads, regs=64)
-    if kind != "all_gather":
-        barrier(p, flags, affine(0, bx=8), G)  # every member's input is in place
-    mc_addr = affine(0, g=slice_bytes, bx=per, loops=(chunk,))
-    local_addr = affine(0, bx=per, loops=(chunk,))
+    G, C = b.gpus, cfg.channels
+    if nbytes % (G * chunks):
+        raise ValueError(f"{name}: {nbytes} B does not split into {chunks} chunks over {G} GPUs")
+    chunk_total = nbytes // chunks
+    slice_bytes = chunk_total // G
+    per, chunk, n = split(slice_bytes, C, cfg.chunk_bytes)
+    flags = b.flags(f"{name}.flags", (chunks + 1) * C)
+    ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64)
+    p.loop(chunks)
+    if wait is not None:
+        wait(p)
+    if kind != "all_gather":  # every member's input of this chunk is in place
+        barrier(p, flags, affine(0, bx=8, loops=(8 * C,)), G)
+    mc_addr = affine(0, g=slice_bytes, bx=per, loops=(chunk_total, chunk))
+    local_addr = affine(0, bx=per, loops=(slice_bytes, chunk))
     p.loop(n)
     if kind == "all_reduce":
         p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk)
@@ -68,7 +76,8 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, mc: int
         p.ins(isa.LD, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk)
         p.ins(isa.MM_ST, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, is_async=True)
     p.end()
+    p.end()
     p.ins(isa.WAIT, count=0)
-    if kind != "reduce_scatter":
-        barrier(p, flags, affine(8 * cfg.channels, bx=8), G)  # every member's copy is complete
+    if kind != "reduce_scatter":  # every member's copy is complete
+        barrier(p, flags, affine(8 * C * chunks, bx=8), G)
     return ki

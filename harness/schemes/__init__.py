@@ -31,7 +31,7 @@ class SchemeSpec:
 
 
 _REGISTRY: dict[str, SchemeSpec] = {}
-_HELPERS = {"lowering"}  # modules of this package that are not schemes
+_HELPERS = {"lowering", "overlap"}  # modules of this package that are not schemes
 
 
 def register(name: str, *, partition: str, params: type = SchemeParams, summary: str = ""):

@@ -73,12 +73,13 @@ class Lowering:
 
     # ---- ops no scheme changes
     def gemm(self, op: Gemm, stream: Stream | None = None, *, source=gemm_kernel.Source(),
-             sink=gemm_kernel.Sink(), signal=None, a: int | None = None, out: int | None = None, **kw) -> int:
+             sink=gemm_kernel.Sink(), signal=None, a: int | None = None, out: int | None = None, config=None,
+             **kw) -> int:
         a = self.input_of(op, op.M * op.K * ELEM) if a is None else a
         w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
         out = self.out_of(op) if out is None else out
         ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=out, source=source, sink=sink,
-                                 signal=signal)
+                                 signal=signal, config=config)
         return self.launch(op, ki, stream, **kw)
 
     def norm(self, op: Norm, stream: Stream | None = None, **kw) -> int:

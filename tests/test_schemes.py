@@ -1,0 +1,111 @@
+"""LLM layers lowered by the schemes, on model=tiny (8 GPUs of the half-scale DGX-H100).
+
+Every registered scheme runs the layer (both phases) and the sub-layers L1-L4; the bytes each
+GPU sends by packet type equal the analytical count of spec section 1.6 for its mechanism; runs
+are deterministic and do not depend on how GPUs are split over processes.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness import schemes
+from harness.workload import build, from_config
+
+from conftest import compose, run_cli
+
+G = 8
+BASE = ("model=tiny", "system=dgx_h100_half")
+CASES = [("inference", "layer"), ("training", "layer"), ("inference", "sublayer_l1"), ("inference", "sublayer_l2"),
+         ("training", "sublayer_l3"), ("training", "sublayer_l4")]
+
+
+def _run(tmp_path, scheme: str, phase: str, workload: str, *extra: str) -> pd.Series:
+    out = tmp_path / f"{scheme}_{phase}_{workload}_{len(extra)}"
+    run_cli(*BASE, f"scheme={scheme}", f"phase={phase}", f"workload={workload}", f"out_dir={out}", *extra)
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 1
+    return df.iloc[0]
+
+
+def _collectives(scheme: str, phase: str, workload: str):
+    cfg = compose(*BASE)
+    spec = schemes.get(scheme)
+    g = build(from_config(cfg.model), phase, workload, spec.partition, G)
+    return [o for o in g.ops if hasattr(o, "kind")]
+
+
+def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
+    """Payload bytes summed over the 8 GPUs, per packet type, from spec section 1.6 (D = bytes of
+    the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
+    copy of the slices being reduced) and multimem.st sends D/N; NCCL's ring sends 2(N-1)/N D for
+    an AllReduce) plus the flags: 8 B per flag write (NVLS: 2 barriers of N-1 writes per channel
+    for an AllReduce, 1 for RS/AG; ring: one per step per channel per chunk)."""
+    spec = schemes.get(scheme)
+    params = schemes.params_from_config(spec, compose(*BASE, f"scheme={scheme}").scheme)
+    C = params.channels
+    out = {"read_resp": 0, "mm_st": 0, "write": 0}
+    for op in _collectives(scheme, phase, workload):
+        D = op.bytes
+        if scheme == "coconet":
+            chunks = params.chunks
+            out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1)
+            continue
+        chunks = params.chunks if scheme == "coconet_nvls" else 1
+        if op.kind in ("all_reduce", "reduce_scatter"):
+            out["read_resp"] += G * D
+            out["write"] += G * 8 * C * (G - 1) * chunks  # pre-chunk barrier
+        if op.kind in ("all_reduce", "all_gather"):
+            out["mm_st"] += G * D // G
+            out["write"] += G * 8 * C * (G - 1)  # closing barrier
+    return out
+
+
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls"])
+@pytest.mark.parametrize("phase,workload", CASES)
+def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
+    row = _run(tmp_path, scheme, phase, workload)
+    assert row["time_us"] > 0 and row["scheme"] == scheme and row["workload"] == workload
+    for kind, nbytes in expected_bytes(scheme, phase, workload).items():
+        assert row.get(f"bytes_{kind}", 0) == nbytes, kind
+    kernels = pd.read_csv(tmp_path / f"{scheme}_{phase}_{workload}_0" / "kernels.csv")
+    assert (kernels["end_us"] > kernels["start_us"]).all()
+
+
+def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_path):
+    a = _run(tmp_path, "coconet_nvls", "training", "sublayer_l3")
+    b = _run(tmp_path, "coconet_nvls", "training", "sublayer_l3", "cosim.gpus_per_process=1",
+             "cosim.switches_per_process=1")
+    assert a.equals(b)
+    ka = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_0" / "kernels.csv")
+    kb = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_2" / "kernels.csv")
+    assert ka.equals(kb)
+
+
+def test_sp_nvls_moves_less_than_tp_nvls_up_and_the_same_down():
+    """Sanity of the analytical counts: SP's RS + AG send D/N less per GPU upward than TP's AR
+    does (no multicast of the reduced slice by the RS), the same ld_reduce reads."""
+    tp = expected_bytes("tp_nvls", "inference", "sublayer_l1")
+    sp = expected_bytes("sp_nvls", "inference", "sublayer_l1")
+    assert tp["read_resp"] == sp["read_resp"] and tp["mm_st"] == sp["mm_st"]
+
+
+@pytest.mark.parametrize("override,key", [
+    ("scheme=bogus", "scheme"), ("phase=bogus", "phase"), ("workload=bogus", "workload"),
+    ("scheme.bogus=1", "scheme"),
+])
+def test_bad_layer_keys_are_one_line_errors(engines, tmp_path, override, key):
+    proc = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l1", override, f"out_dir={tmp_path}", check=False)
+    assert proc.returncode != 0
+    lines = [l for l in proc.stderr.strip().splitlines() if l]
+    assert len(lines) == 1 and key in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_layer_workload_needs_a_scheme_and_a_scheme_needs_a_layer(engines, tmp_path):
+    p = run_cli(*BASE, "workload=layer", f"out_dir={tmp_path}", check=False)
+    assert p.returncode != 0 and "scheme" in p.stderr
+    p = run_cli(*BASE, "scheme=tp_nvls", f"out_dir={tmp_path}", check=False)
+    assert p.returncode != 0 and "workload" in p.stderr
+    p = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l3", "phase=inference", f"out_dir={tmp_path}", check=False)
+    assert p.returncode != 0 and "phase=training" in p.stderr
