@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from harness.config.run_dir import register_resolver
 from harness.params import discover
 
 
@@ -44,6 +45,9 @@ class CosimConfig:
     """Testing aid: ENGINE:KIND:WINDOW makes engine ENGINE crash|hang|garbage at that window."""
     watch: list[str] = field(default_factory=list)
     """Component name prefixes whose events are traced to stderr."""
+    progress: str = "auto"
+    """Progress line on stderr (simulated time, share of the work done, events per second) for
+    runs longer than 2 s: auto (only when stderr is a terminal), true or false."""
 
 
 @dataclass
@@ -145,5 +149,6 @@ def build_root() -> type:
 
 
 def register() -> None:
+    register_resolver()
     cs = ConfigStore.instance()
     cs.store(name="cais_schema", node=build_root())
