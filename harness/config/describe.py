@@ -123,9 +123,11 @@ def config_groups() -> dict[str, list[str]]:
 def overview(root: type) -> str:
     lines = ["Parameter groups (cais-sim describe GROUP):"]
     for name, cls in groups(root).items():
-        first = (inspect.getdoc(cls) or "").splitlines()
+        # a group made by make_dataclass documents itself by its signature: its base holds the doc
+        documented = next((k for k in cls.__mro__ if k.__doc__ and not k.__doc__.startswith(k.__name__ + "(")), None)
+        first = (inspect.getdoc(documented) or "").splitlines() if documented not in (None, object) else []
         n = len(params(cls, None))
-        summary = first[0] if first and not first[0].startswith(cls.__name__ + "(") else ""
+        summary = first[0] if first else ""
         lines.append(f"  {name:<12} {n:>3} keys  {summary}")
     top = [f.name for f in dataclasses.fields(root) if _nested(f) is None]
     lines.append("Top-level keys: " + ", ".join(top) + " (cais-sim describe KEY)")
