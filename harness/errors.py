@@ -28,3 +28,11 @@ class EngineError(CaisError):
 
 class SimulationError(CaisError):
     """The simulation itself broke an invariant (deadlock, bytes lost, ...)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user pressed Ctrl-C: raised by a worker that saw the cancellation flag, so that it
+    unwinds (stopping its engines) exactly as the main thread does on KeyboardInterrupt."""
+
+    def __init__(self, message: str = "interrupted"):
+        super().__init__(message)

@@ -12,11 +12,14 @@ from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from harness.config.run_dir import register_resolver
 from harness.params import discover
 
 
 @dataclass
 class CosimConfig:
+    """Co-simulation: engine processes, transport, time limits, faults, the progress line."""
+
     gpus_per_process: int = 8
     """GPUs hosted by one engine process."""
     switches_per_process: int = 4
@@ -44,14 +47,21 @@ class CosimConfig:
     """Testing aid: ENGINE:KIND:WINDOW makes engine ENGINE crash|hang|garbage at that window."""
     watch: list[str] = field(default_factory=list)
     """Component name prefixes whose events are traced to stderr."""
+    progress: str = "auto"
+    """Progress line on stderr (simulated time, share of the work done, events per second) for
+    runs longer than 2 s: auto (only when stderr is a terminal), true or false."""
 
 
 @dataclass
 class SystemConfig:
+    """The machine: GPUs, switches, links and the node models the engines run."""
+
     name: str = "dgx_h100"
+    """Name of the system (conf/system/<name>.yaml sets it)."""
     topology: str = "dgx"
     """dgx (GPUs x NVSwitch planes), xbar (one k-port router), fat_tree (leaf/spine switches)."""
     gpus: int = 8
+    """GPUs in the system."""
     switches: int = 4
     """Switch planes (dgx) or leaf switches (fat_tree)."""
     lanes_per_switch: list[int] = field(default_factory=lambda: [5, 4, 4, 5])
@@ -90,6 +100,8 @@ class ModelConfig:
 
 @dataclass
 class ValidateConfig:
+    """validate_* experiments: the rows to simulate beside their measurements."""
+
     input: Optional[str] = None
     """CSV of cases for validate_* experiments."""
     stats: bool = False
@@ -124,9 +136,11 @@ def build_root() -> type:
     param_classes = {k: _dataclass_for(k, v) for k, v in tree.items()}
     param_fields = [(k, cls, field(default_factory=cls)) for k, cls in param_classes.items()]
     fixed = [
-        ("task", str, field(default="simulate")),
-        ("seed", int, field(default=0)),
-        ("out_dir", Optional[str], field(default=None)),
+        ("task", str, field(default="simulate", metadata={"doc": "Experiment module run (experiment=NAME sets it)."})),
+        ("seed", int, field(default=0, metadata={"doc": "Seed of every random choice in the engines."})),
+        ("out_dir", Optional[str], field(default=None, metadata={
+            "doc": "Folder for results.csv and what comes with it (a sweep: out_dir/N per point); "
+                   "null: outputs/DATE/TIME-PID-RANDOM, never shared by two runs."})),
         ("phase", str, field(default="inference")),
         ("workload", str, field(default="traffic")),
         ("cosim", CosimConfig, field(default_factory=CosimConfig)),
@@ -145,5 +159,6 @@ def build_root() -> type:
 
 
 def register() -> None:
+    register_resolver()
     cs = ConfigStore.instance()
     cs.store(name="cais_schema", node=build_root())

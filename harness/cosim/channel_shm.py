@@ -9,6 +9,7 @@ from functools import partial
 
 from harness.cosim.channel_errors import BadMessage
 from harness.cosim.shm_lib import load
+from harness.errors import ConfigError
 
 # Per direction per engine. Packet batches of a window are typically a few KB; larger messages
 # (Configure with a workload, Stats) stream through the ring.
@@ -21,7 +22,10 @@ class ShmChannel:
 
     def __init__(self, names: list[str], spin_us: int):
         self._m = load()
-        self._hub = self._m.create(len(names), RING_BYTES)
+        try:
+            self._hub = self._m.create(len(names), RING_BYTES)
+        except OSError as exc:  # no memory for the segment, a file-size limit
+            raise ConfigError("cosim.transport", f"shm: {exc}; cosim.transport=ipc needs no segment") from None
         self.fd: int = self._m.fd(self._hub)
         self.pass_fds = (self.fd,)
         self.spin_us = spin_us

@@ -6,7 +6,7 @@ from pathlib import Path
 import zmq
 
 from harness.cosim.channel_errors import ChannelError
-from harness.errors import EngineError
+from harness.errors import ConfigError, EngineError
 
 
 class ZmqChannel:
@@ -22,12 +22,19 @@ class ZmqChannel:
         self.sock = zmq.Context.instance().socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        if transport == "ipc":
-            self.endpoint = f"ipc://{log_dir}/harness.sock"
-            self.sock.bind(self.endpoint)
-        else:
-            port = self.sock.bind_to_random_port(f"tcp://{tcp_host}")
-            self.endpoint = f"tcp://{tcp_host}:{port}"
+        try:
+            if transport == "ipc":
+                self.endpoint = f"ipc://{log_dir}/harness.sock"
+                self.sock.bind(self.endpoint)
+            else:
+                port = self.sock.bind_to_random_port(f"tcp://{tcp_host}")
+                self.endpoint = f"tcp://{tcp_host}:{port}"
+        except zmq.ZMQError as exc:  # an address of another host, a name that does not resolve
+            self.sock.close(0)
+            if transport == "ipc":
+                raise ConfigError("cosim.transport", f"cannot bind {self.endpoint}: {exc}") from None
+            raise ConfigError("cosim.tcp_host", f"cannot bind '{tcp_host}': {exc}; allowed: an address of this "
+                              "host (127.0.0.1, or 0.0.0.0 for every interface)") from None
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
 

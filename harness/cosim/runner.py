@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from harness.cosim import cancel, progress
 from harness.cosim.channel_errors import BadMessage, ChannelError
 from harness.cosim.process import EngineProcess, describe_exit
 from harness.errors import ConfigError, EngineError, SimulationError
@@ -81,6 +82,7 @@ class Coordinator:
                 return got
             deadline = time.monotonic() + budget_ms / 1000
             while True:
+                cancel.check()  # Ctrl-C: this thread may not be the one that got it
                 self._check_alive()
                 if time.monotonic() > deadline:
                     names = ", ".join(self.engines[i].name for i in sorted(waiting))
@@ -168,10 +170,19 @@ class Coordinator:
         advance = pb.Control()
         adv = advance.advance
         send, recv = self.send, self.recv
+        cancelled = cancel.cancelled
+        reporter = progress.current()
+        events = [0] * n  # cumulative per engine, read only for the progress line
+        next_tick = time.monotonic() + progress.TICK_S
         while True:
             t0 = min(min(next_event), min(pending_min))
             if t0 == NEVER:
                 break
+            if cancelled():
+                cancel.check()
+            if reporter is not None and not windows & 63 and time.monotonic() >= next_tick:
+                reporter.simulated(last_event, sum(events))
+                next_tick = time.monotonic() + progress.TICK_S
             if t0 > max_time_ps:
                 raise SimulationError(f"simulated time passed cosim.max_sim_time_us ({max_time_ps / 1e6:.0f} us); "
                                       "raise it if the workload is meant to run that long")
@@ -200,6 +211,8 @@ class Coordinator:
                     last_event = now
                 next_event[idx] = wd.next_event_ps
                 finished = done[idx] = wd.done
+                if reporter is not None:
+                    events[idx] = wd.events
                 if not finished:
                     blocked[idx] = wd.blocked_reason
                 dsts = wd.batch_dst

@@ -7,7 +7,8 @@ Runs ``cais-net-synthetic`` (built next to cais-engine, see harness.engines.engi
 per injection rate (``net.injection_rates``, in the file's units; default: the file's own
 ``injection_rate``) and returns one row per rate: offered (flits/node/cycle),
 avg_packet_latency_cycles, accepted_flits_per_node_cycle, wall_s, then extras (stable,
-measured_packets, sim_cycles, delivered_flits, events, rates per wall second). The file is
+measured_packets, sim_cycles, delivered_flits, events, rates per wall second; the CLI moves the
+wall-clock columns to timing.csv). The file is
 validated first by harness.booksim_config (unknown or unsupported keys are errors naming the
 key). The run's seed is the file's ``seed`` if it sets one, else the config's ``seed``.
 """
@@ -21,6 +22,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from harness import REPO_ROOT, booksim_config, engines
+from harness.cosim import progress
 from harness.errors import ConfigError, EngineError
 
 BINARY = "cais-net-synthetic"
@@ -58,7 +60,10 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     binary = engines.engine_binary(BINARY)
     seed = [] if "seed" in bc.given else [f"seed={int(cfg.seed)}"]
     frames = []
-    for rate in rates:
+    reporter = progress.current()
+    for i, rate in enumerate(rates):
+        if reporter is not None:
+            reporter.work(i, len(rates), "rates")
         df = run_one(binary, path, [f"injection_rate={rate!r}", *seed])
         df.insert(4, "injection_rate", rate)
         frames.append(df)

@@ -18,6 +18,31 @@ from harness.results import write_csv_atomic
 from harness.system import run_system
 
 
+# Largest payload of one NVLink packet: what traffic.request_bytes may ask for.
+MAX_PACKET_BYTES = 128
+
+
+def check(cfg: DictConfig) -> None:
+    """Refuse runs that would succeed with nothing to show (all-zero rows, a reported deadlock)."""
+    model = cfg.system.gpu_model
+    if model == "hopper":
+        raise ConfigError("system.gpu_model", "hopper runs tile-ISA kernels and this experiment gives it none; "
+                          "allowed here: traffic, collective, synthetic (single-GPU kernels: "
+                          "experiment=validate_kernels)")
+    if cfg.system.gpus == 1:  # zero and negative counts: topology.build names them
+        raise ConfigError("system.gpus", f"must be >= 2 for this experiment (GPUs exchange traffic through the "
+                          f"switches), got {cfg.system.gpus}")
+    if model == "traffic":
+        t = cfg.traffic
+        if t.requests_per_gpu < 1:
+            raise ConfigError("traffic.requests_per_gpu", f"must be >= 1, got {t.requests_per_gpu}")
+        if not 1 <= t.request_bytes <= MAX_PACKET_BYTES:
+            raise ConfigError("traffic.request_bytes", f"must be 1..{MAX_PACKET_BYTES} (one NVLink packet), "
+                              f"got {t.request_bytes}")
+        if t.issue_gap_ns < 0:
+            raise ConfigError("traffic.issue_gap_ns", f"must be >= 0, got {t.issue_gap_ns}")
+
+
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     if cfg.workload != "traffic":  # an LLM layer or sub-layer lowered by a scheme
         from harness import layer_sim
@@ -28,6 +53,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     if cfg.scheme.name != "none":
         raise ConfigError("scheme", f"scheme={cfg.scheme.name} lowers LLM layers: it needs workload=layer or "
                           "sublayer_l1..sublayer_l4 (workload=traffic runs no scheme)")
+    check(cfg)
     result = run_system(cfg)
     stats = result.stats
     write_csv_atomic(out_dir / "stats.csv", stats)

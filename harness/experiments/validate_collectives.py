@@ -26,8 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness import topology as topo_mod
 from harness.cosim import simulate
+from harness.cosim.rows import map_rows
 from harness.config.schema import SystemConfig
 from harness.errors import ConfigError
+from harness.experiments import _input_csv as input_csv
 from harness.results import write_csv_atomic
 from harness.system import cosim_options, engine_params
 
@@ -108,7 +110,6 @@ def simulate_row(cfg: DictConfig, row: pd.Series, stats_dir: Path | None = None)
     topo = topo_mod.build(system)
     params = row_params(cfg, row)
     opts = cosim_options(cfg)
-    opts["gpus_per_process"] = int(row["gpus"])
     res = simulate(topo, params, seed=int(cfg.seed), **opts)
     st = res.stats
     if stats_dir is not None:  # every statistic and link time series of this row
@@ -125,17 +126,21 @@ def simulate_row(cfg: DictConfig, row: pd.Series, stats_dir: Path | None = None)
             "system": system.name, "sim_wall_s": res.wall_s, "functional_errors": int(errs)}
 
 
+def load_input(value) -> pd.DataFrame:
+    """validate.input's rows, every one checked before anything is simulated."""
+    path = input_csv.resolve(value, DEFAULT_INPUT)
+    df = input_csv.read(path, ["name", "op", "bytes", "gpus", "algo"])
+    input_csv.integers(path, df, "bytes", 1)
+    input_csv.integers(path, df, "gpus", 2)  # a collective needs a peer
+    if "channels" in df.columns:
+        input_csv.integers(path, df, "channels", 1, optional=True)
+    input_csv.choices(path, df, "op", OPS)
+    input_csv.choices(path, df, "algo", ALGOS)
+    return df
+
+
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
-    path = cfg.validate.input or DEFAULT_INPUT
-    path = Path(path)
-    if not path.is_absolute() and not path.is_file():
-        path = REPO_ROOT / path
-    if not path.is_file():
-        raise ConfigError("validate.input", f"{path} not found")
-    df = pd.read_csv(path)
-    missing = {"name", "op", "bytes", "gpus", "algo"} - set(df.columns)
-    if missing:
-        raise ConfigError("validate.input", f"{path} lacks columns {sorted(missing)}")
+    df = load_input(cfg.validate.input)
     measured = [c for c in ("measured_us", "algbw_GBps", "busbw_GBps") if c in df.columns]
     df = df.rename(columns={c: (c if c.startswith("measured_") else f"measured_{c}") for c in measured})
     if "system" in df.columns:
@@ -144,15 +149,13 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
 
     keep_stats = bool(cfg.validate.get("stats", False))
 
-    def one(item):
-        _, row = item
+    def one(row):
         if "system_in" in row and isinstance(row["system_in"], str):
             row = row.copy()
             row["system"] = row["system_in"]
         return simulate_row(cfg, row, out_dir / "rows" / str(row["name"]) if keep_stats else None)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        results = list(ex.map(one, df.iterrows()))
+    results = map_rows(one, [row for _, row in df.iterrows()], jobs, label="rows")
     out = pd.concat([df.reset_index(drop=True), pd.DataFrame(results)], axis=1)
     if "system_in" in out.columns:
         out = out.drop(columns=["system_in"])

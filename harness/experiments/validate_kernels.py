@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import REPO_ROOT
 from harness.errors import ConfigError
+from harness.experiments import _input_csv as input_csv
 from harness.gpu import kernels, standalone
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
@@ -105,13 +106,11 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
 
 
 def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
-    p = Path(path) if path else DEFAULT_INPUT
-    if not p.is_file():
-        raise ConfigError("validate.input", f"{p} not found")
-    df = pd.read_csv(p)
-    missing = {"name", "kind", "M", "N", "K", "num_sms"} - set(df.columns)
-    if missing:
-        raise ConfigError("validate.input", f"{p} lacks columns {sorted(missing)}")
+    """validate.input's rows of a supported kind, every one checked before anything is simulated."""
+    p = input_csv.resolve(path, DEFAULT_INPUT)
+    df = input_csv.read(p, ["name", "kind", "M", "N", "K", "num_sms"])
+    for column, least in (("M", 1), ("N", 1), ("K", 0), ("num_sms", 1)):  # K: 0 where a kind has none (layernorm)
+        input_csv.integers(p, df, column, least)
     if "measured_us" in df.columns:  # rows whose measurement failed carry no number
         df = df[pd.to_numeric(df["measured_us"], errors="coerce").notna() | df["measured_us"].isna()]
     return df[df["kind"].isin(SUPPORTED)].reset_index(drop=True)

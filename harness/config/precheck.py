@@ -1,0 +1,115 @@
+"""Checks made before Hydra starts a run, so that bad input fails as one clear line.
+
+Hydra reports a bad override as a multi-line message (or, under ``-m``, a traceback), and it
+creates the run folder itself, failing with a traceback when ``out_dir`` cannot be made. So the
+CLI composes the config once per point up front (every point of a ``-m`` sweep) and checks
+``out_dir`` before handing over to Hydra.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from pathlib import Path
+
+from harness import CONF_DIR
+from harness.errors import ConfigError
+
+# Hydra flags after which the command line is not a run (Hydra prints something and exits).
+NOT_A_RUN = ("--hydra-help", "--info", "--cfg", "-c", "--resolve", "--package", "-p", "--shell-completion", "-sc")
+MULTIRUN = ("-m", "--multirun")
+# Composing is cheap (~20 ms), but a sweep of thousands of points is checked by its first points only.
+MAX_POINTS_CHECKED = 256
+
+
+def one_line(exc: BaseException) -> str:
+    """Hydra/OmegaConf errors span several lines; users get the key, the problem, the choices."""
+    texts = []
+    e: BaseException | None = exc
+    while e is not None:
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    text = "\n".join(texts)
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    key = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("full_key:")), "")
+    if "Available options in" in text:
+        missing = re.search(r"Could not find '([^']+)'", text)
+        opts = [l for l in lines[lines.index(next(l for l in lines if l.startswith("Available options"))) + 1:]
+                if not l.startswith(("Config search path", "provider=", "Set the environment"))]
+        what = missing.group(1) if missing else "config"
+        return f"{what}: no such config; available: {', '.join(opts)}"
+    m = re.search(r"Key '([^']+)' (?:is )?not in", text)
+    if m:
+        return f"{key or m.group(1)}: unknown config key (see `cais-sim describe` for every key)"
+    detail = next((l for l in lines if not l.startswith(("Could not override", "Error merging", "To append",
+                                                         "full_key", "reference_type", "object_type",
+                                                         "Set the environment"))), lines[0] if lines else "")
+    return f"{key}: {detail}" if key else detail
+
+
+def sweep_points(overrides: list[str]) -> list[list[str]]:
+    """Every combination of a -m command line's overrides (a,b,c / range() / choice()), as
+    Hydra's basic sweeper expands them; a plain run is one point."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    axes = []
+    for o in parsed:
+        key = o.get_key_element()
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        axes.append([f"{key}={v}" for v in values])
+    return [list(p) for p in itertools.islice(itertools.product(*axes), MAX_POINTS_CHECKED)]
+
+
+def compose_all(points: list[list[str]]) -> list:
+    """The composed config of each list of overrides; ConfigError (one line) for the first bad one."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.config.schema import register
+
+    register()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return [compose(config_name="config", overrides=p) for p in points]
+    except Exception as exc:  # Hydra and OmegaConf raise many types; all are user errors here
+        raise ConfigError("", one_line(exc)) from None
+
+
+def compose_one(overrides: list[str]):
+    return compose_all([overrides])[0]
+
+
+def check_out_dir(path) -> None:
+    """out_dir must be a folder this process can create and write in."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError("out_dir", f"{p} is a file; allowed: a folder (created if missing)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("out_dir", f"cannot create {p}: {exc.strerror or exc}; allowed: a folder this user "
+                          "can create") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError("out_dir", f"{p} is not writable by this user")
+
+
+def precheck(argv: list[str]) -> None:
+    """Compose every point of the command line and check its out_dir; ConfigError on the first
+    problem (the CLI prints it as one line)."""
+    if any(a in NOT_A_RUN or a.startswith("--cfg") for a in argv):
+        return
+    overrides = [a for a in argv if not a.startswith("-")]
+    if any(a in MULTIRUN for a in argv):
+        try:
+            points = sweep_points(overrides)
+        except Exception as exc:  # a malformed override: Hydra's parser says where
+            raise ConfigError("", one_line(exc)) from None
+    else:
+        points = [overrides]
+    cfgs = compose_all(points)
+    from harness.cosim.progress import parse_mode
+
+    for cfg in cfgs:
+        parse_mode(cfg.cosim.progress)
+        if cfg.out_dir:
+            check_out_dir(cfg.out_dir)

@@ -1,0 +1,72 @@
+"""Reading the row files of validate_* experiments (validate.input): all checks up front.
+
+Every bad row is refused before anything is simulated, with the file, the line and the row's
+name: an empty file, a header without rows, a missing column, a size written with a unit
+(``64MiB``) or a size that is zero or negative.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness import REPO_ROOT
+from harness.errors import ConfigError
+
+KEY = "validate.input"
+
+
+def resolve(value, default: Path) -> Path:
+    """validate.input as a path (relative to the working directory, else to the repository)."""
+    path = Path(value) if value else default
+    if not path.is_absolute() and not path.is_file() and (REPO_ROOT / path).is_file():
+        path = REPO_ROOT / path
+    if not path.is_file():
+        raise ConfigError(KEY, f"{path} not found")
+    return path
+
+
+def read(path: Path, required: list[str]) -> pd.DataFrame:
+    """The file's rows; ConfigError unless it parses, has every required column and a row."""
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ConfigError(KEY, f"{path} is empty; allowed: a CSV with the header {','.join(required)} and rows") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(KEY, f"{path} is not a readable CSV: {first}") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ConfigError(KEY, f"{path} lacks columns {missing} (it has {list(df.columns)})")
+    if df.empty:
+        raise ConfigError(KEY, f"{path} has a header but no rows")
+    return df
+
+
+def where(path: Path, df: pd.DataFrame, i: int) -> str:
+    """'FILE line N (name X)' for row i (line 1 is the header)."""
+    label = f" (name {df['name'].iloc[i]})" if "name" in df.columns else ""
+    return f"{path} line {i + 2}{label}"
+
+
+def integers(path: Path, df: pd.DataFrame, column: str, minimum: int, optional: bool = False) -> None:
+    """Turn `column` into whole numbers >= minimum in place, or refuse the first row that is not
+    (blank cells are allowed only when optional)."""
+    values = []
+    for i, raw in enumerate(df[column].tolist()):
+        if optional and pd.isna(raw):
+            values.append(pd.NA)
+            continue
+        number = pd.to_numeric(pd.Series([raw]), errors="coerce").iloc[0]
+        if pd.isna(number) or number != int(number) or int(number) < minimum:
+            shown = "" if pd.isna(raw) else raw
+            raise ConfigError(KEY, f"{where(path, df, i)}: {column} '{shown}' is not allowed; allowed: a whole "
+                              f"number >= {minimum}{' or blank' if optional else ''} (no units: 64MiB is 67108864)")
+        values.append(int(number))
+    df[column] = pd.array(values, dtype="Int64") if optional else pd.array(values, dtype="int64")
+
+
+def choices(path: Path, df: pd.DataFrame, column: str, allowed: tuple[str, ...]) -> None:
+    for i, value in enumerate(df[column].tolist()):
+        if value not in allowed:
+            raise ConfigError(KEY, f"{where(path, df, i)}: {column} '{value}' is not one of: {', '.join(allowed)}")

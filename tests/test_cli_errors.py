@@ -1,0 +1,132 @@
+"""Bad input and bad surroundings end a run with one line, a non-zero exit and no results;
+nonsense runs are refused instead of succeeding with nothing to show."""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import REPO_ROOT
+from harness.errors import ConfigError
+from harness.experiments import validate_collectives as vc
+from tests.conftest import CAIS_SIM, compose, run_cli
+
+TINY_TRAFFIC = ["traffic.requests_per_gpu=100", "traffic.max_outstanding=8"]
+HEADER = "name,op,bytes,gpus,algo"
+
+
+def one_error_line(proc, *expected: str) -> str:
+    assert proc.returncode not in (0, None), proc.stdout
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("cais-sim: error: "), lines[0]
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def unwritable_dir(tmp_path: Path) -> Path:
+    if os.geteuid() == 0:  # root writes anywhere chmod allows: use a file system that refuses mkdir
+        return Path("/sys/cais-sim-test-out")
+    d = tmp_path / "locked"
+    d.mkdir(mode=0o500)
+    return d / "out"
+
+
+def test_out_dir_that_cannot_be_created(tmp_path):
+    out = unwritable_dir(tmp_path)
+    one_error_line(run_cli(*TINY_TRAFFIC, f"out_dir={out}", check=False, timeout=60), f"out_dir: cannot create {out}")
+
+
+def test_out_dir_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    one_error_line(run_cli(*TINY_TRAFFIC, f"out_dir={f}", check=False, timeout=60), f"out_dir: {f} is a file")
+    assert f.read_text() == "x"
+
+
+def test_disk_full_while_writing_results(engines, tmp_path):
+    """A file-size limit makes writes fail as a full disk does (EFBIG; Python ignores SIGXFSZ).
+    Over ipc: the limit also caps the shared-memory segment."""
+    out = tmp_path / "full"
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # stats.csv is larger
+    proc = subprocess.run([*CAIS_SIM, *TINY_TRAFFIC, "cosim.transport=ipc", f"out_dir={out}"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, preexec_fn=limit)
+    one_error_line(proc, "out_dir: cannot write", "stats.csv", "File too large")
+    assert not (out / "results.csv").exists()
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []  # no half-written temp file
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("", "is empty"),
+    (HEADER + "\n", "has a header but no rows"),
+    (HEADER + "\nar,all_reduce,64MiB,2,ring\n", "line 2 (name ar): bytes '64MiB' is not allowed"),
+    (HEADER + "\nok,all_reduce,1024,2,ring\nneg,all_reduce,-1024,2,ring\n", "line 3 (name neg): bytes '-1024'"),
+    (HEADER + "\nsolo,all_reduce,1024,1,ring\n", "line 2 (name solo): gpus '1' is not allowed"),
+    ("name,op,bytes\nx,all_reduce,1\n", "lacks columns ['gpus', 'algo']"),
+])
+def test_bad_collective_rows_are_named(tmp_path, body, expected):
+    rows = tmp_path / "rows.csv"
+    rows.write_text(body)
+    line = one_error_line(run_cli("experiment=validate_collectives", f"validate.input={rows}",
+                                  f"out_dir={tmp_path / 'o'}", check=False, timeout=60), "validate.input:", expected)
+    assert str(rows) in line
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+def test_bad_kernel_rows_are_named(tmp_path):
+    rows = tmp_path / "k.csv"
+    rows.write_text("name,kind,M,N,K,num_sms\ng,gemm,1024,1k,64,132\n")
+    one_error_line(run_cli("experiment=validate_kernels", f"validate.input={rows}", f"out_dir={tmp_path / 'o'}",
+                           check=False, timeout=60), f"{rows} line 2 (name g): N '1k'")
+
+
+def test_unbindable_tcp_host(engines, tmp_path):
+    one_error_line(run_cli(*TINY_TRAFFIC, "cosim.transport=tcp", "cosim.tcp_host=192.0.2.1", f"out_dir={tmp_path}",
+                           check=False, timeout=60), "cosim.tcp_host: cannot bind '192.0.2.1'")
+
+
+def test_unknown_key_in_a_sweep(tmp_path):
+    proc = run_cli("-m", "seed=1,2", "no_such_key=3", f"out_dir={tmp_path}", check=False, timeout=60)
+    one_error_line(proc, "no_such_key: unknown config key")
+    assert not list(tmp_path.iterdir())  # no point ran
+
+
+def test_a_failed_sweep_point_does_not_stop_the_sweep(engines, tmp_path):
+    proc = run_cli("-m", *TINY_TRAFFIC, "cosim.transport=udp,ipc", f"out_dir={tmp_path}", check=False, timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "cais-sim: error: point #0 (" in proc.stderr and "cosim.transport: 'udp' is not one of" in proc.stderr
+    assert "sweep: 1 of 2 points succeeded" in proc.stderr
+    assert not (tmp_path / "0" / "results.csv").exists()
+    assert (tmp_path / "1" / "results.csv").exists()  # the point after the failed one ran
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("traffic.request_bytes=0", "traffic.request_bytes: must be 1..128"),
+    ("traffic.requests_per_gpu=0", "traffic.requests_per_gpu: must be >= 1"),
+    ("system.gpus=1", "system.gpus: must be >= 2"),
+    ("system.gpu_model=hopper", "system.gpu_model: hopper runs tile-ISA kernels"),
+])
+def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
+    one_error_line(run_cli(*TINY_TRAFFIC, override, f"out_dir={tmp_path}", check=False, timeout=60), expected)
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_validate_collectives_honours_gpus_per_process(monkeypatch):
+    seen = {}
+
+    def fake_simulate(topo, params, **opts):
+        seen.update(opts)
+        raise ConfigError("stop", "here")
+
+    monkeypatch.setattr(vc, "simulate", fake_simulate)
+    row = pd.Series({"name": "r", "op": "all_reduce", "bytes": 1 << 20, "gpus": 4, "algo": "ring"})
+    with pytest.raises(ConfigError):
+        vc.simulate_row(compose("experiment=validate_collectives", "cosim.gpus_per_process=1"), row)
+    assert seen["gpus_per_process"] == 1
+
