@@ -1,5 +1,9 @@
-// GPU model "collective": executes one NCCL-like collective as real packet traffic through the
-// switches (ring all_reduce / all_gather / reduce_scatter, NVLS all_reduce one- and two-shot).
+// NCCL collective model (GPU model "collective"): the REFERENCE model of NCCL's collectives,
+// calibrated against measured NCCL (docs/VALIDATION.md, calibration=nccl228_h200). It is not a
+// GPU: it replays NCCL's channel/slice protocol as packet traffic through the switches (ring
+// all_reduce / all_gather / reduce_scatter, NVLS all_reduce one- and two-shot). Collectives
+// lowered to tile-ISA kernels and run on the Hopper engine (external/gpu) are checked against
+// it. It lives in the network engine because it needs nothing of the GPU engine but packets.
 //
 // What is modelled, and why (NCCL 2.18-2.21, src/device/prims_simple.h, all_reduce.h):
 //   * channels: one NCCL channel is one CTA; each executes its schedule (collective_schedule.h)
@@ -71,9 +75,9 @@ inline std::uint64_t tag_seq(std::uint64_t t) { return t >> 32; }
 // Input value of element i on rank r: small integers, so every sum is exact in floating point.
 inline double input_value(std::uint32_t r, std::uint64_t i) { return static_cast<double>((r + 1) * 3 + (i % 101)); }
 
-class CollectiveGpu : public NodeComponent {
+class NcclCollectiveModel : public NodeComponent {
  public:
-  CollectiveGpu(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+  NcclCollectiveModel(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
     const Params& p = sim.params();
     op_ = parse_coll_op(p.get_string("collective.op"));
     algo_ = parse_coll_algo(p.get_string("collective.algo"));
@@ -843,7 +847,7 @@ const bool registered = [] {
   NodeFactory f;
   f.engine = "gpu";
   f.param_prefixes = {"collective."};
-  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<CollectiveGpu>(sim, node); };
+  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<NcclCollectiveModel>(sim, node); };
   NodeRegistry::instance().add(proto::NODE_GPU, "collective", std::move(f));
   return true;
 }();
