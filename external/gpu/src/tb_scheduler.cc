@@ -28,6 +28,13 @@ void TbScheduler::setup() {
              (L.la->gpus_size() == 0 || std::find(L.la->gpus().begin(), L.la->gpus().end(), ctx_.rank) != L.la->gpus().end());
     if (!L.mine) continue;
     const auto& k = *L.dk->k;
+    for (const auto& d : L.la->deps())
+      if (!launches_[d.producer()].mine)
+        throw ConfigError("workload", "launch " + std::to_string(i) + " of '" + k.name() + "' depends on launch " +
+                                          std::to_string(d.producer()) + " of '" +
+                                          ctx_.wl.kernels()[wl.launches(d.producer()).kernel()].k->name() +
+                                          "', which does not run on GPU " + std::to_string(ctx_.rank) +
+                                          " (cross-GPU readiness: flag.signal / flag.wait)");
     L.sm_count = L.la->sm_count() ? L.la->sm_count() : cfg.num_sms;
     L.sm_first = L.la->sm_count() ? L.la->sm_first() : 0;
     if (L.sm_first + L.sm_count > cfg.num_sms)
@@ -48,6 +55,8 @@ void TbScheduler::setup() {
     L.total = L.dk->num_blocks;
     L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
     L.block_done.assign(L.total, 0);
+    L.row_done.assign(k.grid_y(), 0);
+    L.col_done.assign(k.grid_x(), 0);
     if (k.cluster_ctas() > 1) {
       L.cluster_ctas = k.cluster_ctas();
       L.cluster_slots = cfg.max_clusters_4 ? k.cluster_ctas() / 4 : 0;
@@ -113,18 +122,33 @@ void TbScheduler::request_dispatch() {
 }
 
 bool TbScheduler::deps_ready(const LaunchState& L, std::uint32_t block) const {
+  const std::uint32_t gx = L.dk->k->grid_x();
   for (const auto& d : L.la->deps()) {
-    const LaunchState& P = launches_[d.producer()];
-    if (!P.mine) continue;
+    const LaunchState& P = launches_[d.producer()];  // on this GPU: checked by setup()
     if (d.all_blocks()) {
       if (!P.done) return false;
       continue;
     }
-    const std::int64_t base = static_cast<std::int64_t>(block) * d.scale_num() / d.scale_den();
+    // The consumer's coordinate the range is keyed on, and the producer's extent along it.
+    std::int64_t coord = block, extent = P.total;
+    const std::vector<std::uint32_t>* counts = nullptr;  // done blocks per row / column
+    std::uint32_t full = 0;                               // blocks in a full row / column
+    if (d.key() == isa::ROW) {
+      coord = block / gx;
+      extent = P.dk->k->grid_y();
+      counts = &P.row_done;
+      full = P.dk->k->grid_x();
+    } else if (d.key() == isa::COLUMN) {
+      coord = block % gx;
+      extent = P.dk->k->grid_x();
+      counts = &P.col_done;
+      full = P.dk->k->grid_y();
+    }
+    const std::int64_t base = coord * d.scale_num() / d.scale_den();
     const std::int64_t lo = std::max<std::int64_t>(0, base + d.lo());
-    const std::int64_t hi = std::min<std::int64_t>(static_cast<std::int64_t>(P.total) - 1, base + d.hi());
-    for (std::int64_t b = lo; b <= hi; ++b)
-      if (!P.block_done[b]) return false;
+    const std::int64_t hi = std::min<std::int64_t>(extent - 1, base + d.hi());
+    for (std::int64_t i = lo; i <= hi; ++i)
+      if (counts ? (*counts)[i] < full : !P.block_done[i]) return false;
   }
   return true;
 }
@@ -248,6 +272,8 @@ void TbScheduler::retire(std::uint32_t tbi) {
   Tb& tb = tbs_[tbi];
   LaunchState& L = launches_[tb.launch];
   L.block_done[tb.block] = 1;
+  ++L.row_done[tb.by];
+  ++L.col_done[tb.bx];
   ++L.done_blocks;
   ++tbs_done_;
   const std::uint32_t next = tb.block + L.ctas;

@@ -52,6 +52,7 @@ struct LaunchState {
   std::uint32_t total = 0, ctas = 0;        // logical blocks, physical blocks (persistent)
   std::uint32_t next_cta = 0, next_logical = 0, retired_ctas = 0, done_blocks = 0;
   std::vector<std::uint8_t> block_done;
+  std::vector<std::uint32_t> row_done, col_done;  // done blocks per row (block_y) / column (block_x)
   std::vector<std::uint32_t> dep_waiters;   // persistent TBs waiting for producer blocks
   std::uint32_t participants = 0;           // CAIS group members (incl. this GPU)
   // CAIS pre-launch sync: blocks register their group (SYNC_REQ) up to one residency window
