@@ -19,20 +19,25 @@ bool NvlinkPorts::init() {
   flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
   header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   num_vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-  const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+  const VcDepth depth = VcDepth::from_params(p);
   // Same VC classes as the switch (external/net vc_allocator): requests and responses apart;
   // with traffic control, loads, reductions/stores and responses apart.
   member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
   const bool tc = p.get_bool("net.traffic_control");
   if (num_vcs_ < (tc ? 3u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 3 with traffic control" : "needs >= 2");
-  if (tc) {
+  if (tc) {  // loads | reductions (posted) | responses
     const std::uint32_t resp = std::max<std::uint32_t>(1, num_vcs_ / 4), rest = num_vcs_ - resp;
-    vc_of_ = {0, rest, rest - rest / 2};
-  } else {
-    vc_of_ = {0, num_vcs_ / 2, 0};
+    const std::uint32_t load = rest - rest / 2;
+    vcs_of_[kReq] = {0, load};
+    vcs_of_[kPost] = {load, rest - load};
+    vcs_of_[kResp] = {rest, resp};
+  } else {  // requests (and posted writes) | responses
+    vcs_of_[kReq] = vcs_of_[kPost] = {0, num_vcs_ / 2};
+    vcs_of_[kResp] = {num_vcs_ / 2, num_vcs_ - num_vcs_ / 2};
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
+  next_vc_.assign(out_.size(), {0, 0, 0});
   return true;
 }
 
@@ -47,8 +52,17 @@ void NvlinkPorts::pump(std::uint32_t port) {
   if (!ch.idle_at(sim.now())) return;  // a kPortFree event is pending
   for (std::uint32_t cls : {kResp, kPost, kReq}) {
     auto& q = queues_[port][cls];
-    const std::uint32_t vc = vc_of_[cls];
-    if (q.empty() || !ch.has_credits(vc, sim.packets()[q.front()].flits)) continue;
+    if (q.empty()) continue;
+    const VcRange r = vcs_of_[cls];
+    const std::uint32_t flits = sim.packets()[q.front()].flits;
+    std::uint32_t& next = next_vc_[port][cls];
+    std::uint32_t vc = ~0u;
+    for (std::uint32_t i = 0; i < r.count && vc == ~0u; ++i)
+      if (ch.has_credits(r.first + (next + i) % r.count, flits)) {
+        vc = r.first + (next + i) % r.count;
+        next = (next + i + 1) % r.count;
+      }
+    if (vc == ~0u) continue;  // a credit return pumps again
     const PacketHandle h = q.front();
     q.pop_front();
     const Packet& p = sim.packets()[h];

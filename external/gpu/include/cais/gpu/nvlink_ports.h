@@ -1,7 +1,9 @@
 // NVLink ports of a Hopper GPU: per port an output channel (serialisation, credits per VC), an
 // input buffer (the hub sinks packets at line rate and returns credits) and one egress queue
-// per traffic class (requests, responses, posted writes), each class on the VC the switch's VC
-// allocator uses for it. Responses go first, then posted writes, then requests.
+// per traffic class (requests, responses, posted writes). Each class has the VC range the
+// switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
+// (the next VC with credits for the packet), so one VC's credits do not limit a port.
+// Responses go first, then posted writes, then requests.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -41,7 +43,11 @@ class NvlinkPorts {
   GpuContext& ctx_;
   std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1;
   bool member_acks_ = false;  // NVLS member acks: answer multicast copies with MM_ACK
-  std::array<std::uint32_t, 3> vc_of_{};  // VC per traffic class
+  struct VcRange {
+    std::uint32_t first = 0, count = 1;
+  };
+  std::array<VcRange, 3> vcs_of_{};                     // VC range per traffic class
+  std::vector<std::array<std::uint32_t, 3>> next_vc_;  // per port and class: round-robin offset
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
