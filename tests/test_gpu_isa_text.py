@@ -25,7 +25,7 @@ SRC = """
   bar
 .end
 .launch gemm stream=0 priority=1 sms=0+66
-.launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=0:1/2:0:1 dep=0:all start_ns=3.5
+.launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=0:1/2:0:1 dep=0:all dep=0:row:1/1:0:0 dep=1:col:2/1:-1:1 start_ns=3.5
 """
 
 
@@ -39,6 +39,10 @@ def test_round_trip():
     assert k.program[1].is_async and k.program[1].rows == 128
     assert k.cais.enabled and k.cais.pre_launch_sync and k.cais.num_gpus == 8
     assert w.launches[1].deps[0].scale_den == 2
+    d = w.launches[1].deps
+    assert d[0].key == t.isa.LINEAR and d[2].key == t.isa.ROW and d[3].key == t.isa.COLUMN
+    assert (d[3].producer, d[3].scale_num, d[3].scale_den, d[3].lo, d[3].hi) == (1, 2, 1, -1, 1)
+    assert " dep=0:row:1/1:0:0 dep=1:col:2/1:-1:1" in text
 
 
 def test_affine_eval_and_invariance():

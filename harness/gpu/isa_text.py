@@ -18,7 +18,9 @@ Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtyp
 [multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent]``,
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
-[dep=LAUNCH:all | dep=LAUNCH:NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch).
+[dep=LAUNCH:all | dep=LAUNCH:[row:|col:]NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch;
+``row:`` / ``col:`` key the range on the consumer's block_y / block_x over the producer's rows /
+columns of blocks, isa.proto TbDependency).
 
 Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Affine expressions are written in
 brackets: ``[c0 + c1*bx + c2*by + c3*g + c4*L0 + c5*L1 ... % m]`` (L0 = outermost loop).
@@ -47,6 +49,8 @@ DTYPES = {isa.FP16: "fp16", isa.BF16: "bf16", isa.FP32: "fp32", isa.FP8: "fp8"}
 DTYPE_OF = {v: k for k, v in DTYPES.items()}
 SCOPES = {isa.LOCAL: "local", isa.REMOTE: "remote"}
 SCOPE_OF = {v: k for k, v in SCOPES.items()}
+DEP_KEY_NAMES = {isa.ROW: "row", isa.COLUMN: "col"}  # LINEAR is written without a key
+DEP_KEYS = {v: k for k, v in DEP_KEY_NAMES.items()}
 DTYPE_BYTES = {isa.FP16: 2, isa.BF16: 2, isa.FP32: 4, isa.FP8: 1}
 
 # Scalar instruction fields in print order: text key -> proto field.
@@ -370,6 +374,8 @@ def parse(text: str):
                         if parts[1] == "all":
                             dd.all_blocks = True
                         else:
+                            if parts[1] in DEP_KEYS:
+                                dd.key = DEP_KEYS[parts.pop(1)]
                             num, _, den = parts[1].partition("/")
                             dd.scale_num, dd.scale_den = int(num), int(den)
                             dd.lo, dd.hi = int(parts[2]), int(parts[3])
@@ -430,6 +436,7 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
             if d.all_blocks:
                 s += f" dep={d.producer}:all"
             else:
-                s += f" dep={d.producer}:{d.scale_num}/{d.scale_den}:{d.lo}:{d.hi}"
+                key = DEP_KEY_NAMES.get(d.key, "")
+                s += f" dep={d.producer}:{key + ':' if key else ''}{d.scale_num}/{d.scale_den}:{d.lo}:{d.hi}"
         out.append(s)
     return "\n".join(out) + "\n"

@@ -1,4 +1,4 @@
-"""Parameters of the GPU model ``collective`` (external/net/src/collective_gpu.cc): one NCCL-like
+"""Parameters of the GPU model ``collective`` (external/net/src/nccl_collective_model.cc): one NCCL-like
 collective executed as packet traffic through the switches.
 
 Structural values follow NCCL 2.18-2.28 (src/include/collectives.h, src/device/*.h); the one
@@ -46,7 +46,7 @@ class CollectiveParams:
     """Payload of one NVLink packet (bytes)."""
     packet_multiple: int = 1
     """Bulk packets: N consecutive packets simulated as one (same wire bytes, N headers);
-    1 = every 128 B packet simulated. Results converge as N -> 1 (test_collective_gpu.cc)."""
+    1 = every 128 B packet simulated. Results converge as N -> 1 (test_nccl_collective_model.cc)."""
     functional: bool = False
     """Packets carry values; every rank checks its output (small sizes only)."""
     start_ns: float = 7600.0

@@ -57,7 +57,8 @@ class GpuParams:
     dma_max_outstanding: int = 512
     """Remote requests the copy engine keeps in flight."""
     max_packet_bytes: int = 128
-    """Largest NVLink packet payload; 32 B sectors of one line coalesce into one packet."""
+    """Largest NVLink packet payload; 32 B sectors of one line coalesce into one packet. A
+    multiple of 32 from 32 to 2048 (the engine's 64-sector mask)."""
     launch_skew_ns: float = 1000.0
     """Uniform random delay [0, x) added per GPU to each launch: host launch skew across GPUs
     (separate processes enqueueing kernels; order of a microsecond). Seeded (seed, GPU)."""

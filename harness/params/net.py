@@ -21,7 +21,13 @@ class NetParams:
     """Virtual channels per input port (paper, IV-A: eight). Requests and responses use disjoint
     halves; with traffic_control loads, reductions and responses get a share each."""
     vc_depth_flits: int = 256
-    """Buffer depth of one virtual channel, in flits (paper: 256-deep VCs)."""
+    """Buffer depth of one virtual channel, in flits (paper: 256-deep VCs), per NVLink lane or
+    per port as vc_buffer_scope says."""
+    vc_buffer_scope: str = "lane"
+    """``lane``: vc_depth_flits is per NVLink lane, as in the paper (eight 256-flit VCs per
+    link), so a port bundling N lanes has N x vc_depth_flits per VC; ``port``: per port as given
+    (BookSim's vc_buf_size; what experiments that set vc_depth_flits for a whole bundled port
+    mean). docs/DESIGN_NOTES.md, "VC buffers"."""
     flit_bytes: int = 16
     """Flit size in bytes (NVLink: 16 B)."""
     header_flits: int = 1

@@ -121,8 +121,16 @@ std::uint64_t InputBuffer::total_packets() const {
   return n;
 }
 
+VcDepth VcDepth::from_params(const Params& p) {
+  VcDepth d;
+  d.flits = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+  if (d.flits == 0) throw ConfigError("net.vc_depth_flits", "must be >= 1");
+  d.per_lane = p.has("net.vc_buffer_scope") && p.get_enum("net.vc_buffer_scope", {"lane", "port"}) == "lane";
+  return d;
+}
+
 PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
-                              std::uint32_t vc_depth_flits, std::uint32_t flit_bytes,
+                              const VcDepth& depth, std::uint32_t flit_bytes,
                               std::vector<OutputChannel>& out, std::vector<InputBuffer>& in) {
   const auto& info = sim.node(node);
   std::vector<std::uint32_t> weights;
@@ -130,8 +138,8 @@ PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& n
   in.resize(info.out.size());
   for (std::uint32_t port = 0; port < info.out.size(); ++port) {
     const PortLink& link = info.out[port];
-    out[port].init(link, vcs, vc_depth_flits, flit_bytes, 1000000);
-    in[port].init(node, port, link, vcs, vc_depth_flits, 0);
+    out[port].init(link, vcs, depth.of(link), flit_bytes, 1000000);
+    in[port].init(node, port, link, vcs, depth.of(link), 0);
     weights.push_back(link.connected ? std::max<std::uint32_t>(1, link.lanes) : 0);
     if (link.connected) out[port].register_stats(sim.stats(), name + ".port" + std::to_string(port) + ".tx");
   }

@@ -38,7 +38,7 @@ class TrafficEndpoint : public NodeComponent {
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+    const VcDepth depth = VcDepth::from_params(p);
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
     rng_ = sim.make_rng("traffic." + name());
     planes_ = init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);

@@ -30,8 +30,10 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   if (c.max_outstanding_per_sm == 0) throw ConfigError("gpu.max_outstanding_per_sm", "must be >= 1");
   if (c.dma_max_outstanding == 0) throw ConfigError("gpu.dma_max_outstanding", "must be >= 1");
   c.max_packet_bytes = static_cast<std::uint32_t>(p.get_uint("gpu.max_packet_bytes"));
-  if (c.max_packet_bytes < 32 || c.max_packet_bytes % 32 != 0)
-    throw ConfigError("gpu.max_packet_bytes", "must be a positive multiple of the 32 B sector");
+  // A packet's sectors are one 64-bit mask in the packetizer: at most 64 sectors of 32 B.
+  if (c.max_packet_bytes < 32 || c.max_packet_bytes % 32 != 0 || c.max_packet_bytes > 64 * 32)
+    throw ConfigError("gpu.max_packet_bytes", "is " + std::to_string(c.max_packet_bytes) +
+                                                  "; allowed: a multiple of the 32 B sector from 32 to 2048");
   const double skew = p.get_double("gpu.launch_skew_ns");
   if (skew < 0) throw ConfigError("gpu.launch_skew_ns", "must be >= 0");
   c.launch_skew_ps = ns_to_ps(skew);

@@ -110,6 +110,7 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
     for (const auto& d : la.deps()) {
       if (d.producer() >= static_cast<std::uint32_t>(li)) throw ConfigError("workload", where + ": dependency must name an earlier launch");
       if (!d.all_blocks() && d.scale_den() == 0) throw ConfigError("workload", where + ": dependency needs scale_den > 0");
+      if (!isa::DepKey_IsValid(d.key())) throw ConfigError("workload", where + ": dependency key must be LINEAR, ROW or COLUMN");
     }
     for (auto g : la.gpus())
       if (g >= wl.num_gpus()) throw ConfigError("workload", where + ": GPU rank out of range");

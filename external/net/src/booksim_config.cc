@@ -288,6 +288,7 @@ proto::Configure BooksimConfig::to_configure() const {
   set_param_s(cfg, "host.switch_model", "nvswitch");
   set_param_i(cfg, "net.vcs_per_port", vcs);
   set_param_i(cfg, "net.vc_depth_flits", depth);
+  set_param_s(cfg, "net.vc_buffer_scope", "port");  // BookSim's vc_buf_size is per VC of a port
   set_param_i(cfg, "net.flit_bytes", kFlitBytes);
   set_param_i(cfg, "net.header_flits", 1);
   set_param(cfg, "net.routing_delay_ns", non_negative(*this, "routing_delay") * kCycleNs);

@@ -31,12 +31,12 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
       in_bw = link.peer_port < back.size() && back[link.peer_port].connected ? back[link.peer_port].bw_gbps
                                                                               : link.bw_gbps;
     }
-    in_[port].init(node, port, link, in_bw, vcs, params_.vc_depth_flits, params_.credit_ps);
+    in_[port].init(node, port, link, in_bw, vcs, params_.vc_depth.of(link), params_.credit_ps);
     out_[port].init(sim, NodeComponent::name() + ".port" + std::to_string(port) + ".tx", link, vcs,
-                    params_.vc_depth_flits, params_.flit_bytes, params_.stats_bin_ps);
+                    params_.vc_depth.of(link), params_.flit_bytes, params_.stats_bin_ps);
   }
   for (std::uint32_t out = 0; out < ports; ++out)  // no upstream link: only the injection queue is used
-    in_[replication_input(out)].init(node, replication_input(out), PortLink{}, 0, vcs, params_.vc_depth_flits,
+    in_[replication_input(out)].init(node, replication_input(out), PortLink{}, 0, vcs, params_.vc_depth.of(info.out[out]),
                                      params_.credit_ps);
   const auto inputs = static_cast<std::uint32_t>(in_.size());
   vca_.init(ports, vcs, params_.traffic_control, inputs);

@@ -36,7 +36,8 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   if (packet_flits_ < std::max<std::uint32_t>(1, header_flits_))
     throw ConfigError("synthetic.packet_flits", "must be >= net.header_flits and >= 1");
   vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-  const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+  const VcDepth vc_depth = VcDepth::from_params(p);
+  const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
   if (packet_flits_ > depth) throw ConfigError("synthetic.packet_flits", "larger than net.vc_depth_flits");
   const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
   const auto& info = sim.node(node);
@@ -48,8 +49,8 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   free_pending_.assign(info.out.size(), 0);
   bool any = false;
   for (std::uint32_t port = 0; port < info.out.size(); ++port) {
-    out_[port].init(info.out[port], vcs_, depth, flit_bytes_, 1000000);
-    in_[port].init(node, port, info.out[port], vcs_, depth, credit_ps);
+    out_[port].init(info.out[port], vcs_, vc_depth.of(info.out[port]), flit_bytes_, 1000000);
+    in_[port].init(node, port, info.out[port], vcs_, vc_depth.of(info.out[port]), credit_ps);
     weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
     if (info.out[port].connected) {
       out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");

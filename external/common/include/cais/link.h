@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/params.h"
 #include "cais/routing.h"
 #include "cais/sim.h"
 #include "cais/stats.h"
@@ -32,6 +33,18 @@ class HandleRing {
  private:
   std::vector<PacketHandle> buf_;
   std::size_t head_ = 0, size_ = 0;
+};
+
+// Depth of one virtual channel of a port. net.vc_depth_flits is per NVLink lane with
+// net.vc_buffer_scope=lane (the paper's 8 VCs x 256 flits per link: a port bundling `lanes`
+// links gets lanes x that per VC), or per port with `port` (BookSim's meaning; what the
+// validation experiments that set net.vc_depth_flits=4096 mean). An absent scope is `port`.
+// docs/DESIGN_NOTES.md, "VC buffers".
+struct VcDepth {
+  std::uint32_t flits = 0;
+  bool per_lane = false;
+  static VcDepth from_params(const Params& p);
+  std::uint32_t of(const PortLink& link) const { return per_lane ? flits * std::max<std::uint32_t>(1, link.lanes) : flits; }
 };
 
 struct ChannelStats {
@@ -108,7 +121,7 @@ class InputBuffer {
 // "<name>.port<i>.tx" for connected ports) and returns the address-hashed plane choice weighted
 // by each port's lanes (128 B granule), as every GPU-side model needs it.
 PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
-                              std::uint32_t vc_depth_flits, std::uint32_t flit_bytes,
+                              const VcDepth& depth, std::uint32_t flit_bytes,
                               std::vector<OutputChannel>& out, std::vector<InputBuffer>& in);
 
 }  // namespace cais

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cais/link.h"
 #include "cais/time.h"
 
 namespace cais {
@@ -14,7 +15,7 @@ namespace cais::net {
 
 struct RouterParams {
   std::uint32_t vcs_per_port = 8;
-  std::uint32_t vc_depth_flits = 256;
+  VcDepth vc_depth;  // net.vc_depth_flits, per lane or per port (net.vc_buffer_scope)
   std::uint32_t flit_bytes = 16;
   std::uint32_t header_flits = 1;
   TimePs routing_ps = 0;

@@ -406,7 +406,7 @@ Case timing_case(std::uint32_t gpus, std::uint64_t bytes, std::uint64_t chunk, s
   return k;
 }
 
-TEST(CollectiveGpu, RingAllReduceIsFunctionallyCorrect) {
+TEST(NcclCollectiveModel, RingAllReduceIsFunctionallyCorrect) {
   for (std::uint32_t n : {2u, 3u, 4u, 8u}) {
     Case k;
     k.gpus = n;
@@ -420,7 +420,7 @@ TEST(CollectiveGpu, RingAllReduceIsFunctionallyCorrect) {
   }
 }
 
-TEST(CollectiveGpu, RingAllGatherAndReduceScatterAreFunctionallyCorrect) {
+TEST(NcclCollectiveModel, RingAllGatherAndReduceScatterAreFunctionallyCorrect) {
   for (const char* op : {"all_gather", "reduce_scatter"}) {
     Case k;
     k.op = op;
@@ -432,7 +432,7 @@ TEST(CollectiveGpu, RingAllGatherAndReduceScatterAreFunctionallyCorrect) {
   }
 }
 
-TEST(CollectiveGpu, NvlsAllReduceTwoShotAndOneShotAreFunctionallyCorrect) {
+TEST(NcclCollectiveModel, NvlsAllReduceTwoShotAndOneShotAreFunctionallyCorrect) {
   for (const char* v : {"two_shot", "one_shot"}) {
     Case k;
     k.algo = "nvls";
@@ -445,7 +445,7 @@ TEST(CollectiveGpu, NvlsAllReduceTwoShotAndOneShotAreFunctionallyCorrect) {
   }
 }
 
-TEST(CollectiveGpu, RingAllReduceLinkBytesEqualTheAnalyticalCount) {
+TEST(NcclCollectiveModel, RingAllReduceLinkBytesEqualTheAnalyticalCount) {
   // Every GPU's transmit ports together carry 2(n-1)/n x size of data plus flags (8 B each) and
   // write responses (no payload).
   Case k;
@@ -463,7 +463,7 @@ TEST(CollectiveGpu, RingAllReduceLinkBytesEqualTheAnalyticalCount) {
   }
 }
 
-TEST(CollectiveGpu, BulkPacketsConvergeToSinglePackets) {
+TEST(NcclCollectiveModel, BulkPacketsConvergeToSinglePackets) {
   Case k = timing_case(4, 8 << 20, 1 << 20, 8);
   std::vector<double> t;
   for (std::uint64_t m : {16u, 8u, 4u, 2u, 1u}) {
@@ -480,7 +480,7 @@ TEST(CollectiveGpu, BulkPacketsConvergeToSinglePackets) {
   }
 }
 
-TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
+TEST(NcclCollectiveModel, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   // 128 B packets + 1 header flit, plus one header flit of write response per packet in the
   // opposite direction: at most 128/160 of 450 GB/s = 360 GB/s bus bandwidth.
   Case k = timing_case(4, 32 << 20, 1 << 20, 16, 8);
@@ -490,7 +490,7 @@ TEST(CollectiveGpu, RingAllReduceBusBandwidthIsBoundedByLinkEfficiency) {
   EXPECT_GT(busbw, 300.0);
 }
 
-TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
+TEST(NcclCollectiveModel, ChannelTimeIsAccountedFor) {
   // Per GPU, channels x run time = CTA copying + waiting for data + waiting for a slot + fences
   // (+ idle after a channel's last slice). With a CTA rate the copying time is known exactly:
   // every slice byte once at cta_bw.
@@ -517,7 +517,7 @@ TEST(CollectiveGpu, ChannelTimeIsAccountedFor) {
   }
 }
 
-TEST(CollectiveGpu, NvlsTwoShotBeatsRingOnAnIdealSwitch) {
+TEST(NcclCollectiveModel, NvlsTwoShotBeatsRingOnAnIdealSwitch) {
   // On an output-queued switch that replicates multicasts at the outputs, NVLS all_reduce moves
   // (1 + 1/n) x size per GPU and direction against the ring's 2(n-1)/n x size: its bus
   // bandwidth must exceed the ring's (public 8 x H100: ~480 vs ~370 GB/s).
@@ -576,7 +576,7 @@ Case paced_case() {
   return k;
 }
 
-TEST(CollectiveGpu, OverlappedFencesHideTheResponseRoundTrip) {
+TEST(NcclCollectiveModel, OverlappedFencesHideTheResponseRoundTrip) {
   // NCCL's post warp fences slice k while the workers copy slice k+1: the workers then wait
   // for fences only when a fence outlasts a whole slice, so their fence time drops and the
   // collective is no slower; values stay exact in every egress mode.
@@ -602,7 +602,7 @@ TEST(CollectiveGpu, OverlappedFencesHideTheResponseRoundTrip) {
   }
 }
 
-TEST(CollectiveGpu, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
+TEST(NcclCollectiveModel, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
   // In one FIFO a channel's tail flag waits behind every byte the other channels queued before
   // it; served round robin it waits for one packet per channel. With CTAs faster than the
   // links the queues are long, so the channels wait less for data.
@@ -617,7 +617,7 @@ TEST(CollectiveGpu, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
   EXPECT_LT(wait[1], wait[0]);
 }
 
-TEST(CollectiveGpu, CtaJitterIsSeededAndKeepsValuesExact) {
+TEST(NcclCollectiveModel, CtaJitterIsSeededAndKeepsValuesExact) {
   Case k = paced_case();
   const double plain = run_case(k).finish_us;
   k.jitter_cv = 0.05;
@@ -628,7 +628,7 @@ TEST(CollectiveGpu, CtaJitterIsSeededAndKeepsValuesExact) {
   EXPECT_NEAR(a.finish_us / plain, 1.0, 0.05);
 }
 
-TEST(CollectiveGpu, FewerWriteResponsesRaiseTheRingCeiling) {
+TEST(NcclCollectiveModel, FewerWriteResponsesRaiseTheRingCeiling) {
   // One response flit per two 128 B writes: the reverse direction carries 8 instead of 16 B of
   // responses per write, so a link-bound ring all_reduce gets faster (ceiling 128/152 instead
   // of 128/160 of the link) and stays exact.
@@ -658,7 +658,7 @@ double channel_spread(const Outcome& o) {
   return o.get("gpu0.collective.finish_time") - o.get("gpu0.collective.first_channel_done");
 }
 
-TEST(CollectiveGpu, TpcRoundRobinHoldsBackChannelsThatShareATpc) {
+TEST(NcclCollectiveModel, TpcRoundRobinHoldsBackChannelsThatShareATpc) {
   // Served TPC by TPC, the two CTAs of a shared TPC get half the share of a CTA alone on its
   // TPC: the lone channels finish well before the shared ones (served channel by channel, all
   // finish together). Without shared TPCs it is plain round robin.
@@ -681,7 +681,7 @@ TEST(CollectiveGpu, TpcRoundRobinHoldsBackChannelsThatShareATpc) {
   expect_functional_ok(k, run_case(k), k.bytes / 4);
 }
 
-TEST(CollectiveGpu, PrimitiveRatesDefaultToTheCtaRate) {
+TEST(NcclCollectiveModel, PrimitiveRatesDefaultToTheCtaRate) {
   // A primitive's CTA rate is cta_<shape>_gbps where set, else cta_bw_gbps: the same rate set
   // explicitly changes nothing, and a slower copySend (all_gather's only sending primitive)
   // slows all_gather but leaves reduce_scatter (send, recvReduceCopy) alone.
@@ -700,7 +700,7 @@ TEST(CollectiveGpu, PrimitiveRatesDefaultToTheCtaRate) {
   EXPECT_EQ(run_case(k).finish_us, rs_slow);
 }
 
-TEST(CollectiveGpu, KernelOverheadDelaysARingByExactlyThatMuch) {
+TEST(NcclCollectiveModel, KernelOverheadDelaysARingByExactlyThatMuch) {
   // The overhead only shifts a ring's start: every packet moves later by the same amount.
   Case k = paced_case();
   const double base = run_case(k).finish_us;
@@ -715,7 +715,7 @@ TEST(CollectiveGpu, KernelOverheadDelaysARingByExactlyThatMuch) {
   EXPECT_EQ(run_case(k).finish_us, nvls);
 }
 
-TEST(CollectiveGpu, RejectsBadConfig) {
+TEST(NcclCollectiveModel, RejectsBadConfig) {
   Case k;
   k.op = "all_to_all";
   EXPECT_THROW(run_case(k), ConfigError);

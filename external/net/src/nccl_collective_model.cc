@@ -1,5 +1,9 @@
-// GPU model "collective": executes one NCCL-like collective as real packet traffic through the
-// switches (ring all_reduce / all_gather / reduce_scatter, NVLS all_reduce one- and two-shot).
+// NCCL collective model (GPU model "collective"): the REFERENCE model of NCCL's collectives,
+// calibrated against measured NCCL (docs/VALIDATION.md, calibration=nccl228_h200). It is not a
+// GPU: it replays NCCL's channel/slice protocol as packet traffic through the switches (ring
+// all_reduce / all_gather / reduce_scatter, NVLS all_reduce one- and two-shot). Collectives
+// lowered to tile-ISA kernels and run on the Hopper engine (external/gpu) are checked against
+// it. It lives in the network engine because it needs nothing of the GPU engine but packets.
 //
 // What is modelled, and why (NCCL 2.18-2.21, src/device/prims_simple.h, all_reduce.h):
 //   * channels: one NCCL channel is one CTA; each executes its schedule (collective_schedule.h)
@@ -71,9 +75,9 @@ inline std::uint64_t tag_seq(std::uint64_t t) { return t >> 32; }
 // Input value of element i on rank r: small integers, so every sum is exact in floating point.
 inline double input_value(std::uint32_t r, std::uint64_t i) { return static_cast<double>((r + 1) * 3 + (i % 101)); }
 
-class CollectiveGpu : public NodeComponent {
+class NcclCollectiveModel : public NodeComponent {
  public:
-  CollectiveGpu(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+  NcclCollectiveModel(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
     const Params& p = sim.params();
     op_ = parse_coll_op(p.get_string("collective.op"));
     algo_ = parse_coll_algo(p.get_string("collective.algo"));
@@ -108,9 +112,13 @@ class CollectiveGpu : public NodeComponent {
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+    const VcDepth vc_depth = VcDepth::from_params(p);
+    const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the collective GPU model needs >= 2 (requests, responses)");
     resp_vc_ = vcs / 2;  // requests in the lower half, responses in the upper (router VC classes)
+    // Per-lane VC buffers (the paper's): spread each class over its VCs like the GPU hub. Per-port
+    // buffers: one VC per class, the buffering the validation results were obtained with.
+    class_vcs_ = vc_depth.per_lane ? std::array<std::uint32_t, 2>{vcs / 2, vcs - vcs / 2} : std::array<std::uint32_t, 2>{1, 1};
     member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
     if (packet_bytes_ == 0 || packet_bytes_ % kElemBytes) throw ConfigError("collective.packet_bytes", "must be a positive multiple of 4");
     if (multiple == 0) throw ConfigError("collective.packet_multiple", "must be >= 1");
@@ -167,7 +175,7 @@ class CollectiveGpu : public NodeComponent {
       }
     }
 
-    rng_weights(sim, vcs, depth);
+    rng_weights(sim, vcs, vc_depth);
     const std::string pre = name() + ".collective";
     sim.stats().value(pre + ".finish_time", "ps", [this] { return static_cast<double>(finish_ps_); });
     // The channel that finished first: with finish_time, how unevenly the channels progressed.
@@ -265,10 +273,11 @@ class CollectiveGpu : public NodeComponent {
     std::uint64_t ro = 0, inflight = 0;
   };
 
-  void rng_weights(Sim& sim, std::uint32_t vcs, std::uint32_t depth) {
+  void rng_weights(Sim& sim, std::uint32_t vcs, const VcDepth& depth) {
     planes_ = init_endpoint_ports(sim, node_, name(), vcs, depth, flit_bytes_, out_, in_);
     queues_.resize(out_.size());
     req_.resize(out_.size());
+    next_vc_.assign(out_.size(), {0, 0});
   }
 
   // Flits of `payload` bytes sent as ceil(payload / packet_bytes) NVLink packets.
@@ -331,10 +340,11 @@ class CollectiveGpu : public NodeComponent {
     OutputChannel& ch = out_[port];
     if (!ch.idle_at(sim_.now())) return;  // a kPortFree event is pending
     auto& resp = queues_[port][1];
-    if (!resp.empty() && ch.has_credits(resp_vc_, sim_.packets()[resp.front()].flits)) {
+    const std::int32_t rvc = resp.empty() ? -1 : pick_vc(port, 1, sim_.packets()[resp.front()].flits);
+    if (rvc >= 0) {
       const PacketHandle h = resp.front();
       resp.pop_front();
-      schedule(ch.transmit(sim_, *this, h, resp_vc_), kPortFree, 0, port);
+      schedule(ch.transmit(sim_, *this, h, static_cast<std::uint32_t>(rvc)), kPortFree, 0, port);
       return;
     }
     RequestQueues& r = req_[port];
@@ -352,7 +362,8 @@ class CollectiveGpu : public NodeComponent {
     const std::uint32_t c = members.front();
     auto& q = r.by_chan[c];
     const PacketHandle h = q.front();
-    if (!ch.has_credits(kReqVc, sim_.packets()[h].flits)) return;
+    const std::int32_t vc = pick_vc(port, 0, sim_.packets()[h].flits);
+    if (vc < 0) return;
     q.pop_front();
     members.pop_front();
     if (!q.empty()) members.push_back(c);
@@ -372,7 +383,22 @@ class CollectiveGpu : public NodeComponent {
         schedule(sim_.now(), kCtaStep, 0, pc);
       }
     }
-    schedule(ch.transmit(sim_, *this, h, kReqVc), kPortFree, 0, port);
+    schedule(ch.transmit(sim_, *this, h, static_cast<std::uint32_t>(vc)), kPortFree, 0, port);
+  }
+
+  // The next VC of class `cls` (0 requests, 1 responses) with credits for `flits`, round robin
+  // over the class's VCs; -1 if none (a credit return pumps the port again).
+  std::int32_t pick_vc(std::uint32_t port, std::uint32_t cls, std::uint32_t flits) {
+    const std::uint32_t first = cls ? resp_vc_ : kReqVc, count = class_vcs_[cls];
+    std::uint32_t& next = next_vc_[port][cls];
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t vc = first + (next + i) % count;
+      if (out_[port].has_credits(vc, flits)) {
+        next = (next + i + 1) % count;
+        return static_cast<std::int32_t>(vc);
+      }
+    }
+    return -1;
   }
 
   // collective.egress: fifo (one queue in issue order), round_robin (every channel its own
@@ -809,6 +835,8 @@ class CollectiveGpu : public NodeComponent {
   std::uint64_t seed_ = 0;
   std::uint32_t writes_per_response_ = 1;
   std::uint32_t resp_vc_ = 1;
+  std::array<std::uint32_t, 2> class_vcs_{1, 1};          // VCs per class: requests, responses
+  std::vector<std::array<std::uint32_t, 2>> next_vc_;     // per port and class: round-robin offset
   bool member_acks_ = false;
   RingSchedule ring_;
   std::vector<RingChan> chans_;
@@ -843,7 +871,7 @@ const bool registered = [] {
   NodeFactory f;
   f.engine = "gpu";
   f.param_prefixes = {"collective."};
-  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<CollectiveGpu>(sim, node); };
+  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<NcclCollectiveModel>(sim, node); };
   NodeRegistry::instance().add(proto::NODE_GPU, "collective", std::move(f));
   return true;
 }();

@@ -1,0 +1,44 @@
+// Local memory system of a Hopper GPU: one SM <-> L2 port per SM, the L2 (a bandwidth server
+// plus a tile cache that keeps the tiles loaded within a kernel up to its capacity, FIFO) and
+// HBM. Transaction level: a tile access reserves bytes on the servers and completes after the
+// latencies; nothing is simulated per cycle.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "cais/gpu/bandwidth_server.h"
+#include "cais/gpu/hopper_config.h"
+#include "cais/gpu/tile_cache.h"
+
+namespace cais::gpu {
+
+class LocalMemory {
+ public:
+  explicit LocalMemory(const HopperConfig& cfg);
+  // A tile access by an SM; returns its completion time. Writes complete in L2 (their
+  // write-back only occupies HBM); read misses go to HBM.
+  TimePs access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write);
+  // A peer's read of `bytes` (NVLink hub): L2 and HBM, plus the L2 latency.
+  TimePs remote_read(TimePs now, std::uint64_t bytes);
+  // Bytes written by a peer or the copy engine: occupy L2 and HBM.
+  void remote_write(TimePs now, std::uint64_t bytes);
+  // Tile bytes loaded / stored by blocks (statistics).
+  void count_tile(bool write, std::uint64_t bytes) { (write ? st_bytes_ : ld_bytes_) += bytes; }
+
+  const BandwidthServer& l2() const { return l2_; }
+  const BandwidthServer& hbm() const { return hbm_; }
+  std::uint64_t& ld_bytes() { return ld_bytes_; }
+  std::uint64_t& st_bytes() { return st_bytes_; }
+  std::uint64_t& hbm_read_bytes() { return hbm_read_bytes_; }
+  std::uint64_t& l2_hits() { return l2_hits_; }
+  std::uint64_t& l2_misses() { return l2_misses_; }
+
+ private:
+  const HopperConfig& cfg_;
+  std::vector<BandwidthServer> sm_ports_;
+  BandwidthServer l2_, hbm_;
+  TileCache l2_tiles_;
+  std::uint64_t ld_bytes_ = 0, st_bytes_ = 0, hbm_read_bytes_ = 0, l2_hits_ = 0, l2_misses_ = 0;
+};
+
+}  // namespace cais::gpu

@@ -1,0 +1,73 @@
+// Remote-op packetizer of a Hopper GPU: a remote instruction (ld/st.remote, .cais, multimem,
+// DMA pull, remote flag signal) becomes a RemoteOp on an issue queue (one per SM, plus the copy
+// engine's), and the queue's head is cut into NVLink packets: each row of the tile is cut into
+// 32 B sectors and the sectors of one gpu.max_packet_bytes line coalesce into one packet. A
+// queue keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
+// flight; posted reductions (red.cais) do not count. Responses complete packets, the last one
+// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cais/gpu/gpu_context.h"
+#include "cais/stats.h"
+
+namespace cais::gpu {
+
+struct RemoteOp {
+  std::uint32_t tb = 0, queue = 0;          // queue: SM index, or num_sms for the copy engine
+  isa::Opcode op = isa::OP_UNSPECIFIED;
+  proto::PacketType type = proto::PKT_UNSPECIFIED;
+  std::uint64_t addr = 0, row_stride = 0;   // global address of row 0
+  std::uint32_t rows = 0, row_bytes = 0, row = 0, col = 0;
+  std::uint32_t peer = 0, aux = 0, group = 0, buffer = 0, elem_bytes = 2;
+  std::uint64_t local_off = 0;              // DMA destination offset (heap)
+  std::uint32_t pending = 0;                // packets issued, not complete
+  bool all_issued = false, in_use = false, flag = false;
+  double value = 0;
+};
+
+class RemotePacketizer {
+ public:
+  explicit RemotePacketizer(GpuContext& ctx);
+  // Queue instruction `ins` of block `tbi` on issue queue `queue` and start sending it.
+  void issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue);
+  // A response (READ_RESP, CAIS_LD_RESP, MM_LD_REDUCE_RESP, WRITE_ACK, MM_ACK) for a request.
+  void on_response(PacketHandle h);
+  // One packet of op `oi` complete (its response, or on the wire for posted ones).
+  void packet_done(std::uint32_t oi);
+  // THROTTLE from switch `sw` for `group` (on / off).
+  void throttle(std::uint32_t sw, std::uint32_t group, bool on);
+
+  std::uint32_t live() const { return live_; }
+  std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
+  std::uint64_t& throttle_stalls() { return throttle_stalls_; }
+  std::uint64_t& throttles() { return throttles_; }
+  Histogram& latency_ns() { return latency_ns_; }
+
+ private:
+  struct IssueQueue {
+    std::deque<std::uint32_t> ops;  // RemoteOp indices waiting to issue packets
+    std::uint32_t outstanding = 0;  // requests in flight
+  };
+  void pump(std::uint32_t q);
+  // Cut the next packet off `op`: its first sector's address and its bytes (sectors x 32).
+  void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
+  void emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
+
+  GpuContext& ctx_;
+  std::vector<IssueQueue> queues_;
+  std::vector<RemoteOp> ops_;
+  std::vector<std::uint32_t> free_ops_;
+  std::uint32_t live_ = 0;
+  std::uint64_t tag_seq_ = 0;
+  std::unordered_set<std::uint64_t> throttle_keys_;                   // (switch << 32) | group
+  std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
+  std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
+  Histogram latency_ns_;
+};
+
+}  // namespace cais::gpu

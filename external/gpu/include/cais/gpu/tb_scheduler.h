@@ -1,0 +1,126 @@
+// Thread-block scheduler of a Hopper GPU: launches (stream order, 'after' events, priorities,
+// SM partitions, host launch skew), occupancy per SM (blocks, threads, registers, shared
+// memory, 4-CTA cluster slots), persistent kernels, TB-level dependencies and CAIS pre-launch
+// sync (blocks register their group ahead of dispatch and hold no SM while they wait).
+//
+// It owns the block slots (Tb) the executor runs; blocks are placed here and retired here.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cais/gpu/gpu_context.h"
+
+namespace cais::gpu {
+
+enum class TbState : std::uint8_t { kFree, kSyncLaunch, kRunning, kWaitMem, kWaitFlag, kWaitSync, kWaitDep };
+
+// One resident block slot: a CTA of a launch running (or waiting to run) a logical block.
+struct Tb {
+  std::uint32_t launch = 0, sm = 0, cta = 0;
+  std::uint32_t block = 0, bx = 0, by = 0;  // logical block
+  std::uint32_t pc = 0, depth = 0;
+  std::array<std::int64_t, 8> loops{};
+  std::uint32_t outstanding = 0, wait_limit = 0;  // remote (and overflow) ops in flight
+  std::uint32_t seq = 0;                          // wake token: only the latest kTbStep counts
+  std::uint8_t nlocal = 0;                        // local ops in flight: completion times below
+  bool wait0 = false;                             // a blocking memory op waits for completion
+  std::array<TimePs, 16> local{};
+  TbState state = TbState::kFree;
+  double jitter = 1.0;
+  TimePs wait_since = 0;
+  std::uint32_t group = 0;
+};
+
+// Resources of one SM held by resident blocks.
+struct SmOccupancy {
+  std::uint32_t blocks = 0, threads = 0, regs = 0;
+  std::uint64_t smem = 0;
+};
+
+struct LaunchState {
+  const isa::Launch* la = nullptr;
+  const DecodedKernel* dk = nullptr;
+  std::uint32_t index = 0;
+  bool mine = false, released = false, done = false, from_host = false;
+  std::uint32_t pending_preds = 0;
+  std::vector<std::uint32_t> successors;  // launch indices waiting for this one
+  std::uint32_t sm_first = 0, sm_count = 0, sm_cursor = 0;
+  std::uint32_t blocks_per_sm = 0;
+  std::uint32_t total = 0, ctas = 0;        // logical blocks, physical blocks (persistent)
+  std::uint32_t next_cta = 0, next_logical = 0, retired_ctas = 0, done_blocks = 0;
+  std::vector<std::uint8_t> block_done;
+  std::vector<std::uint32_t> row_done, col_done;  // done blocks per row (block_y) / column (block_x)
+  std::vector<std::uint32_t> dep_waiters;   // persistent TBs waiting for producer blocks
+  std::uint32_t participants = 0;           // CAIS group members (incl. this GPU)
+  // CAIS pre-launch sync: blocks register their group (SYNC_REQ) up to one residency window
+  // ahead of dispatch and are dispatched, in order, once released; pending blocks hold no SM.
+  bool prelaunch = false;
+  std::uint32_t next_reg = 0;
+  std::vector<std::uint8_t> sync_ok;
+  std::vector<TimePs> reg_ps;
+  TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
+  std::uint64_t tbs = 0;
+  // Thread-block clusters of >= 4 CTAs: cluster_ctas / 4 slots of gpu.max_clusters_4 each while
+  // any of their CTAs is resident (cluster_left: CTAs of each cluster not yet retired).
+  std::uint32_t cluster_ctas = 1, cluster_slots = 0;
+  std::vector<std::uint32_t> cluster_left;
+};
+
+class TbScheduler {
+ public:
+  explicit TbScheduler(GpuContext& ctx);
+  // Decode the launches of this GPU and release those without predecessors (needs the ports).
+  void setup();
+
+  Tb& tb(std::uint32_t i) { return tbs_[i]; }
+  const Tb& tb(std::uint32_t i) const { return tbs_[i]; }
+  LaunchState& launch(std::uint32_t i) { return launches_[i]; }
+  const LaunchState& launch(std::uint32_t i) const { return launches_[i]; }
+  const std::vector<LaunchState>& launches() const { return launches_; }
+
+  void on_launch_ready(std::uint32_t li);
+  void on_dispatch();
+  void request_dispatch();
+  // A block ran to its end with its memory ops done: free its slot or run the next logical
+  // block of a persistent kernel, then re-check dependencies and dispatch.
+  void retire(std::uint32_t tbi);
+  // Group sync released a block registered ahead of dispatch (pre-launch sync).
+  void prelaunch_released(std::uint32_t launch, std::uint32_t cta);
+  // Group members of launch L's kernel other than `owner` (aux of CAIS requests).
+  std::uint32_t participants_excluding(const LaunchState& L, std::uint32_t owner) const;
+
+  bool all_done() const { return launches_left_ == 0; }
+  std::uint32_t launches_left() const { return launches_left_; }
+  std::size_t dep_waiting() const;
+  std::uint64_t& tbs_done() { return tbs_done_; }
+  TimePs finish_ps() const { return finish_ps_; }
+
+ private:
+  void release(std::uint32_t li);
+  void dispatch();
+  bool deps_ready(const LaunchState& L, std::uint32_t block) const;
+  bool fits(const SmOccupancy& sm, const LaunchState& L) const;
+  void place(LaunchState& L, std::uint32_t sm);
+  void begin_block(std::uint32_t tbi, std::uint32_t logical);
+  void register_ahead(LaunchState& L);
+  void recheck_dependencies();
+  void launch_done(LaunchState& L);
+
+  GpuContext& ctx_;
+  std::mt19937_64 rng_;
+  std::vector<SmOccupancy> sms_;
+  std::vector<Tb> tbs_;
+  std::vector<std::uint32_t> free_tbs_;
+  std::vector<LaunchState> launches_;
+  std::vector<std::uint32_t> dispatch_order_;  // launch indices by (priority desc, index)
+  std::uint32_t launches_left_ = 0;
+  std::uint32_t cluster_slots_used_ = 0;  // of cfg.max_clusters_4, by resident clusters
+  bool dispatch_pending_ = false;
+  std::uint64_t tbs_done_ = 0;
+  TimePs finish_ps_ = 0;
+};
+
+}  // namespace cais::gpu

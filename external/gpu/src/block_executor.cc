@@ -1,0 +1,286 @@
+// Block executor: the instruction loop of a resident block, one function per opcode family.
+#include "cais/gpu/block_executor.h"
+
+#include <algorithm>
+
+#include "cais/errors.h"
+#include "cais/gpu/functional_memory.h"
+#include "cais/gpu/local_memory.h"
+#include "cais/gpu/remote_packetizer.h"
+#include "cais/gpu/sync_flags.h"
+
+namespace cais::gpu {
+
+BlockExecutor::BlockExecutor(GpuContext& ctx) : ctx_(ctx) { sms_.resize(ctx.cfg.num_sms); }
+
+std::int64_t BlockExecutor::eval(const Tb& tb, const isa::Affine& a) const {
+  return eval_affine(a, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank), tb.loops.data(), tb.depth);
+}
+
+void BlockExecutor::wake_at(std::uint32_t tbi, TimePs t) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  ctx_.schedule(t, kTbStep, tbi, ++tb.seq);
+}
+
+void BlockExecutor::on_step_event(std::uint32_t tbi, std::uint32_t seq) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (seq != tb.seq) return;  // superseded by a later wake-up
+  if (tb.state == TbState::kWaitMem) tb.state = TbState::kRunning;
+  step(tbi);
+}
+
+void BlockExecutor::on_start_event(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  tb.state = TbState::kRunning;
+  ++tb.seq;
+  step(tbi);
+}
+
+void BlockExecutor::resume(std::uint32_t tbi) {
+  ctx_.sched->tb(tbi).state = TbState::kRunning;
+  wake(tbi);
+}
+
+void BlockExecutor::add_local(std::uint32_t tbi, TimePs done) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  mem_satisfied(tb, ~0u);  // prune completed entries
+  if (tb.nlocal < tb.local.size()) {
+    tb.local[tb.nlocal++] = done;
+  } else {  // more in flight than the block tracks: an event of its own
+    ++tb.outstanding;
+    ctx_.schedule(done, kMemDone, tbi);
+  }
+}
+
+bool BlockExecutor::mem_satisfied(Tb& tb, std::uint32_t limit) {
+  const TimePs now = ctx_.now();
+  std::uint8_t k = 0;
+  for (std::uint8_t i = 0; i < tb.nlocal; ++i)
+    if (tb.local[i] > now) tb.local[k++] = tb.local[i];
+  tb.nlocal = k;
+  return tb.outstanding + tb.nlocal <= limit;
+}
+
+// Wake the block when at most `limit` memory ops are in flight: exactly at the right local
+// completion when only local ops are pending; otherwise on remote completions (and when the
+// local ones are done), re-checking each time.
+void BlockExecutor::wait_mem(std::uint32_t tbi, std::uint32_t limit) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  tb.state = TbState::kWaitMem;
+  tb.wait_limit = limit;
+  if (tb.nlocal == 0) return;  // remote completions wake it (mem_op_done)
+  std::array<TimePs, 16> t = tb.local;
+  std::sort(t.begin(), t.begin() + tb.nlocal);
+  if (tb.outstanding == 0) {
+    wake_at(tbi, t[tb.nlocal - 1 - std::min<std::uint32_t>(limit, tb.nlocal - 1)]);
+  } else {
+    tb.wait_limit = limit >= tb.nlocal ? limit - tb.nlocal : 0;
+    wake_at(tbi, t[tb.nlocal - 1]);
+  }
+}
+
+void BlockExecutor::mem_op_done(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (tb.outstanding == 0) throw InvariantError(ctx_.name() + ": memory completion without an outstanding op");
+  --tb.outstanding;
+  if (tb.state == TbState::kWaitMem && tb.outstanding <= tb.wait_limit) {
+    tb.state = TbState::kRunning;
+    wake(tbi);
+  }
+}
+
+void BlockExecutor::step(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (tb.state != TbState::kRunning) return;  // a stale wake-up
+  const LaunchState& L = ctx_.sched->launch(tb.launch);
+  const auto& prog = L.dk->k->program();
+  const auto n = static_cast<std::uint32_t>(prog.size());
+  for (;;) {
+    if (tb.wait0) {
+      if (!mem_satisfied(tb, 0)) return wait_mem(tbi, 0);
+      tb.wait0 = false;
+    }
+    if (tb.pc >= n) return finish(tbi);
+    const isa::Instr& ins = prog.Get(static_cast<int>(tb.pc));
+    bool go_on = true;
+    switch (ins.op()) {
+      case isa::LOOP:
+      case isa::ENDLOOP: go_on = exec_control(tb, L, ins); break;
+      case isa::MMA:
+      case isa::ALU: go_on = exec_compute(tbi, ins); break;
+      case isa::LD:
+      case isa::ST:
+      case isa::LD_REMOTE:
+      case isa::ST_REMOTE:
+      case isa::LD_CAIS:
+      case isa::RED_CAIS:
+      case isa::MM_LD_REDUCE:
+      case isa::MM_ST:
+      case isa::MM_RED:
+      case isa::DMA_COPY:
+      case isa::DMA_REDUCE: go_on = exec_memory(tbi, ins); break;
+      case isa::WAIT:
+      case isa::BAR: go_on = exec_wait(tbi, ins); break;
+      case isa::FLAG_WAIT: go_on = exec_flag_wait(tbi, ins); break;
+      case isa::FLAG_SIGNAL: go_on = exec_flag_signal(tbi, ins); break;
+      case isa::CAIS_SYNC: go_on = exec_cais_sync(tbi); break;
+      default:
+        throw InvariantError(ctx_.name() + ": unsupported opcode " + opcode_name(ins.op()));
+    }
+    if (!go_on) return;
+  }
+}
+
+// A block retires when its memory ops are done.
+void BlockExecutor::finish(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (!mem_satisfied(tb, 0)) return wait_mem(tbi, 0);
+  ctx_.sched->retire(tbi);
+}
+
+bool BlockExecutor::exec_control(Tb& tb, const LaunchState& L, const isa::Instr& ins) {
+  if (ins.op() == isa::LOOP) {
+    if (ins.count() == 0) {
+      tb.pc = L.dk->match[tb.pc] + 1;
+    } else {
+      tb.loops[tb.depth++] = 0;
+      ++tb.pc;
+    }
+    return true;
+  }
+  const std::uint32_t head = L.dk->match[tb.pc];
+  if (++tb.loops[tb.depth - 1] < L.dk->k->program(static_cast<int>(head)).count()) {
+    tb.pc = head + 1;
+  } else {
+    --tb.depth;
+    ++tb.pc;
+  }
+  return true;
+}
+
+// mma on the SM's tensor cores, alu on its vector units: each a server of its own per SM.
+bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const HopperConfig& cfg = ctx_.cfg;
+  SmUnits& sm = sms_[tb.sm];
+  if (ins.op() == isa::MMA) {
+    double rate = cfg.tc_flops_per_cycle * cfg.tc_efficiency * cfg.clock_ghz / 1000.0;  // FLOP/ps
+    if (ins.dtype() == isa::FP8) rate *= 2;
+    if (ins.dtype() == isa::FP32) rate *= 0.5;
+    const double flops = 2.0 * ins.m() * ins.n() * ins.k();
+    mma_flops_ += static_cast<std::uint64_t>(flops);
+    const TimePs start = std::max(ctx_.now(), sm.tc_busy);
+    sm.tc_busy = start + static_cast<TimePs>(flops / rate * tb.jitter + 0.5);
+    ++tb.pc;
+    wake_at(tbi, sm.tc_busy);
+    return false;
+  }
+  const double flops = static_cast<double>(ins.elements()) * ins.flops_per_element();
+  alu_flops_ += static_cast<std::uint64_t>(flops);
+  const TimePs start = std::max(ctx_.now(), sm.alu_busy);
+  sm.alu_busy = start + static_cast<TimePs>(flops / (cfg.alu_flops_per_cycle * cfg.clock_ghz / 1000.0) * tb.jitter + 0.5);
+  ++tb.pc;
+  wake_at(tbi, sm.alu_busy);
+  return false;
+}
+
+bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const LaunchState& L = ctx_.sched->launch(tb.launch);
+  const bool unicast_remote = ins.op() == isa::LD_REMOTE || ins.op() == isa::ST_REMOTE || ins.op() == isa::LD_CAIS ||
+                              ins.op() == isa::RED_CAIS || ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
+  const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
+  const auto peer = unicast_remote ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
+  if (unicast_remote && peer >= ctx_.wl.proto().num_gpus())
+    throw InvariantError(ctx_.name() + ": kernel '" + L.dk->k->name() + "' pc " + std::to_string(tb.pc) + " peer " +
+                         std::to_string(peer) + " out of range");
+  if (multimem || (unicast_remote && peer != ctx_.rank)) {
+    const bool copy_engine = ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
+    ctx_.remote->issue(tbi, ins, copy_engine ? ctx_.cfg.num_sms : tb.sm);
+  } else {
+    exec_local_memory(tbi, ins);  // also a .cais / remote op whose owner is this GPU
+  }
+  ++tb.pc;
+  if (!ins.is_async()) tb.wait0 = true;  // checked at the top of the instruction loop
+  return true;
+}
+
+void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const std::uint64_t off = static_cast<std::uint64_t>(eval(tb, ins.addr()));
+  const std::uint32_t rows = std::max<std::uint32_t>(1, ins.rows());
+  const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * ins.row_bytes();
+  const bool dma = ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
+  const bool write = ins.op() == isa::ST || ins.op() == isa::ST_REMOTE || ins.op() == isa::RED_CAIS || dma;
+  const std::uint64_t key = mix64(mix64((static_cast<std::uint64_t>(ins.buffer()) << 32) ^ off) ^
+                                  (static_cast<std::uint64_t>(rows) << 40) ^ (static_cast<std::uint64_t>(ins.row_bytes()) << 8) ^
+                                  ins.row_stride());
+  LocalMemory& mem = *ctx_.mem;
+  TimePs t = mem.access(ctx_.now(), tb.sm, key, bytes, write);
+  if (dma) {  // local copy: read the source too
+    const std::uint64_t soff = static_cast<std::uint64_t>(eval(tb, ins.src_addr()));
+    t = std::max(t, mem.access(ctx_.now(), tb.sm, mix64(soff ^ (static_cast<std::uint64_t>(ins.src_buffer()) << 32)), bytes, false));
+    if (ctx_.functional)
+      ctx_.fmem->copy_rows(ins.src_buffer(), soff, ins.buffer(), off, rows, ins.row_bytes(),
+                           ins.row_stride() ? ins.row_stride() : ins.row_bytes(), ins.op() == isa::DMA_REDUCE);
+  } else if (ctx_.functional) {
+    const double v = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
+    if (write) ctx_.fmem->fill(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(), v, ins.op() == isa::RED_CAIS);
+    else ctx_.fmem->load(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride());
+  }
+  mem.count_tile(write, bytes);
+  add_local(tbi, t);
+}
+
+bool BlockExecutor::exec_wait(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const std::uint32_t limit = ins.op() == isa::WAIT ? ins.count() : 0;
+  if (!mem_satisfied(tb, limit)) {
+    wait_mem(tbi, limit);  // re-evaluated on wake-up
+    return false;
+  }
+  ++tb.pc;
+  return true;
+}
+
+bool BlockExecutor::exec_flag_wait(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const std::uint64_t key = ctx_.wl.buffers()[ins.buffer()].base + static_cast<std::uint64_t>(eval(tb, ins.addr()));
+  if (ctx_.flags->reached(key, ins.value())) {
+    if (tb.wait_since) flag_wait_ns_.add(static_cast<double>(ctx_.now() - tb.wait_since) / 1000.0);
+    tb.wait_since = 0;
+    ++tb.pc;
+    return true;
+  }
+  if (!tb.wait_since) tb.wait_since = std::max<TimePs>(1, ctx_.now());
+  tb.state = TbState::kWaitFlag;
+  ctx_.flags->park(key, tbi);
+  return false;
+}
+
+bool BlockExecutor::exec_flag_signal(std::uint32_t tbi, const isa::Instr& ins) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const auto peer = ins.scope() == isa::REMOTE ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
+  if (peer != ctx_.rank) {
+    ctx_.remote->issue(tbi, ins, tb.sm);
+  } else {
+    ctx_.flags->add(ctx_.wl.buffers()[ins.buffer()].base + static_cast<std::uint64_t>(eval(tb, ins.addr())), ins.value());
+  }
+  ++tb.pc;
+  return true;
+}
+
+bool BlockExecutor::exec_cais_sync(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const LaunchState& L = ctx_.sched->launch(tb.launch);
+  ++tb.pc;
+  const auto& c = L.dk->k->cais();
+  if (!c.enabled() || !c.pre_access_sync() || L.participants <= 1 || !ctx_.has_ports) return true;
+  tb.state = TbState::kWaitSync;
+  tb.wait_since = ctx_.now();
+  ctx_.sync->wait_tb(tb.group, tbi);
+  ctx_.sync->request(tb.group, L.participants);
+  return false;
+}
+
+}  // namespace cais::gpu

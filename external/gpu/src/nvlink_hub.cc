@@ -1,0 +1,122 @@
+#include "cais/gpu/nvlink_hub.h"
+
+#include "cais/errors.h"
+#include "cais/gpu/functional_memory.h"
+#include "cais/gpu/local_memory.h"
+#include "cais/gpu/nvlink_ports.h"
+#include "cais/gpu/remote_packetizer.h"
+#include "cais/gpu/sync_flags.h"
+
+namespace cais::gpu {
+
+void NvlinkHub::on_arrival(PacketHandle h) {
+  Sim& sim = ctx_.sim;
+  if (sim.packets()[h].type == proto::PKT_CREDIT) return ctx_.ports->on_credit(h);
+  ctx_.ports->receive(h);
+  const Packet& p = sim.packets()[h];
+  switch (p.type) {
+    case proto::PKT_READ_REQ:
+    case proto::PKT_CAIS_LD_REQ:
+    case proto::PKT_MM_LD_REDUCE_REQ:
+    case proto::PKT_WRITE:
+    case proto::PKT_CAIS_RED:
+    case proto::PKT_MM_ST:
+    case proto::PKT_MM_RED:
+      return serve(h);
+    case proto::PKT_MM_ACK:  // the switch's one ack per multicast store (member acks stay in it)
+    case proto::PKT_READ_RESP:
+    case proto::PKT_CAIS_LD_RESP:
+    case proto::PKT_MM_LD_REDUCE_RESP:
+    case proto::PKT_WRITE_ACK:
+      return ctx_.remote->on_response(h);
+    case proto::PKT_SYNC_RELEASE: {
+      const std::uint32_t group = p.group;
+      ctx_.sync->release(group);
+      sim.packets().release(h);
+      return;
+    }
+    case proto::PKT_THROTTLE: {
+      // THROTTLE (group, aux = 1 on / 0 off) from switch src (feature_cais_merge.h).
+      const std::uint32_t src = p.src, group = p.group;
+      const bool on = p.aux != 0;
+      ctx_.remote->throttle(src, group, on);
+      sim.packets().release(h);
+      return;
+    }
+    case proto::PKT_CAIS_RED_ACK:
+      sim.packets().release(h);
+      return;
+    default:
+      throw InvariantError(ctx_.name() + ": unexpected packet type " + proto::PacketType_Name(p.type));
+  }
+}
+
+// A request for this GPU's memory: access L2/HBM, then answer (reads, writes) or apply.
+void NvlinkHub::serve(PacketHandle h) {
+  Sim& sim = ctx_.sim;
+  Packet& p = sim.packets()[h];
+  const bool mc = (p.addr & kMulticastBit) != 0;
+  if (!mc && (p.addr >> kOwnerShift) != ctx_.rank)
+    throw InvariantError(ctx_.name() + ": " + proto::PacketType_Name(p.type) + " for address owned by GPU " +
+                         std::to_string(p.addr >> kOwnerShift));
+  ++served_requests_;
+  const TimePs now = sim.now();
+  const TimePs l2_lat = ctx_.cfg.l2_latency_ps;
+  switch (p.type) {
+    case proto::PKT_READ_REQ:
+    case proto::PKT_CAIS_LD_REQ:
+    case proto::PKT_MM_LD_REDUCE_REQ: {
+      const std::uint32_t bytes = p.type == proto::PKT_READ_REQ ? p.aux : p.count;
+      ctx_.schedule(ctx_.mem->remote_read(now, bytes), kRespond, h);
+      return;
+    }
+    case proto::PKT_WRITE: {
+      ctx_.mem->remote_write(now, p.payload_bytes);
+      if (p.tag & kFlagTag) ctx_.flags->add(p.addr & kOffsetMask, static_cast<std::int64_t>(p.count));
+      else if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, false);
+      ctx_.schedule(now + l2_lat, kRespond, h);
+      return;
+    }
+    default: {  // CAIS_RED (merged sum), MM_ST / MM_RED (multicast copies)
+      ctx_.mem->remote_write(now, p.payload_bytes);
+      if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, p.type != proto::PKT_MM_ST);
+      if (ctx_.ports->member_acks() && (p.type == proto::PKT_MM_ST || p.type == proto::PKT_MM_RED)) {
+        ctx_.schedule(now + l2_lat, kRespond, h);  // MM_ACK to the issuer (NVLS member acks)
+        return;
+      }
+      sim.packets().release(h);
+      return;
+    }
+  }
+}
+
+void NvlinkHub::on_respond(PacketHandle h) {
+  Sim& sim = ctx_.sim;
+  const Packet req = sim.packets()[h];  // copy: new_packet may grow the pool
+  const PacketHandle r = sim.new_packet(ctx_.self);
+  Packet& q = sim.packets()[r];
+  q.src = ctx_.node;
+  q.dst = req.src;
+  q.origin = req.origin;
+  q.addr = req.addr;
+  q.tag = req.tag;
+  q.group = req.group;
+  q.aux = req.aux;
+  q.count = req.count;
+  q.inject_ps = req.inject_ps;
+  switch (req.type) {
+    case proto::PKT_READ_REQ: q.type = proto::PKT_READ_RESP; q.payload_bytes = req.aux; break;
+    case proto::PKT_CAIS_LD_REQ: q.type = proto::PKT_CAIS_LD_RESP; q.payload_bytes = req.count; break;
+    case proto::PKT_MM_LD_REDUCE_REQ: q.type = proto::PKT_MM_LD_REDUCE_RESP; q.payload_bytes = req.count; break;
+    case proto::PKT_WRITE: q.type = proto::PKT_WRITE_ACK; q.payload_bytes = 0; break;
+    case proto::PKT_MM_ST:
+    case proto::PKT_MM_RED: q.type = proto::PKT_MM_ACK; q.payload_bytes = 0; q.count = 1; break;
+    default: throw InvariantError("respond: not a request");
+  }
+  if (ctx_.functional && q.payload_bytes) ctx_.fmem->read_values(req.addr, q.payload_bytes, q.values);
+  q.flits = ctx_.ports->flits(q.payload_bytes);
+  sim.packets().release(h);
+  ctx_.ports->enqueue(r, req.hop_port, kResp);
+}
+
+}  // namespace cais::gpu

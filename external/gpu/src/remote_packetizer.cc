@@ -1,0 +1,241 @@
+#include "cais/gpu/remote_packetizer.h"
+
+#include <algorithm>
+
+#include "cais/errors.h"
+#include "cais/gpu/block_executor.h"
+#include "cais/gpu/functional_memory.h"
+#include "cais/gpu/local_memory.h"
+#include "cais/gpu/nvlink_ports.h"
+#include "cais/gpu/tb_scheduler.h"
+
+namespace cais::gpu {
+
+RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) { queues_.resize(ctx.cfg.num_sms + 1); }
+
+void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  const LaunchState& L = ctx_.sched->launch(tb.launch);
+  const auto& bufs = ctx_.wl.buffers();
+  std::uint32_t oi;
+  if (free_ops_.empty()) {
+    oi = static_cast<std::uint32_t>(ops_.size());
+    ops_.emplace_back();
+  } else {
+    oi = free_ops_.back();
+    free_ops_.pop_back();
+  }
+  RemoteOp& op = ops_[oi];
+  op = RemoteOp{};
+  op.in_use = true;
+  op.tb = tbi;
+  op.queue = queue;
+  op.op = ins.op();
+  op.group = tb.group;
+  op.rows = std::max<std::uint32_t>(1, ins.rows());
+  op.row_bytes = ins.row_bytes();
+  op.row_stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
+  op.buffer = ins.buffer();
+  op.elem_bytes = bufs[ins.buffer()].elem_bytes;
+  op.value = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
+  const auto ev = [&](const isa::Affine& a) { return eval_affine(a, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth); };
+  const std::uint64_t off = bufs[ins.buffer()].base + static_cast<std::uint64_t>(ev(ins.addr()));
+  op.peer = static_cast<std::uint32_t>(ev(ins.peer()));
+  switch (ins.op()) {
+    case isa::LD_REMOTE: op.type = proto::PKT_READ_REQ; break;
+    case isa::ST_REMOTE: op.type = proto::PKT_WRITE; break;
+    case isa::LD_CAIS: op.type = proto::PKT_CAIS_LD_REQ; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
+    case isa::RED_CAIS: op.type = proto::PKT_CAIS_RED; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
+    case isa::MM_LD_REDUCE: op.type = proto::PKT_MM_LD_REDUCE_REQ; break;
+    case isa::MM_ST: op.type = proto::PKT_MM_ST; break;
+    case isa::MM_RED: op.type = proto::PKT_MM_RED; break;
+    case isa::DMA_COPY:
+    case isa::DMA_REDUCE: {  // a pull: read requests to the peer, the data lands here
+      op.type = proto::PKT_READ_REQ;
+      if (ins.rows() > 1 && ins.row_stride() && ins.row_stride() != ins.row_bytes())
+        throw ConfigError("workload", "dma ops move contiguous ranges (rows x row_bytes with stride == row_bytes)");
+      op.local_off = off;
+      op.addr = unicast_addr(op.peer, bufs[ins.src_buffer()].base + static_cast<std::uint64_t>(ev(ins.src_addr())));
+      op.elem_bytes = bufs[ins.src_buffer()].elem_bytes;
+      break;
+    }
+    case isa::FLAG_SIGNAL:
+      op.type = proto::PKT_WRITE;
+      op.flag = true;
+      op.rows = 1;
+      op.row_bytes = 8;
+      op.value = static_cast<double>(ins.value());
+      break;
+    default: throw InvariantError("issue_remote: not a remote op");
+  }
+  const bool mm = op.type == proto::PKT_MM_LD_REDUCE_REQ || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED;
+  if (mm) {
+    op.addr = kMulticastBit | off;
+    op.peer = 0;
+    op.aux = ctx_.wl.proto().num_gpus();
+  } else if (ins.op() != isa::DMA_COPY && ins.op() != isa::DMA_REDUCE) {
+    op.addr = unicast_addr(op.peer, off);
+  }
+  if (op.row_bytes == 0) {  // nothing to move
+    free_ops_.push_back(oi);
+    op.in_use = false;
+    ++tb.outstanding;
+    ctx_.schedule(ctx_.now(), kMemDone, tbi);
+    return;
+  }
+  ++live_;
+  ++tb.outstanding;
+  queues_[queue].ops.push_back(oi);
+  pump(queue);
+}
+
+void RemotePacketizer::pump(std::uint32_t qi) {
+  IssueQueue& q = queues_[qi];
+  const std::uint32_t limit = qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
+  while (!q.ops.empty()) {
+    if (!throttled_groups_.empty()) {
+      const RemoteOp& head = ops_[q.ops.front()];
+      const bool mergeable = head.type == proto::PKT_CAIS_LD_REQ || head.type == proto::PKT_CAIS_RED;
+      if (mergeable && throttled_groups_.count(head.group)) {
+        ++throttle_stalls_;
+        return;  // resumed when the group's throttle is lifted
+      }
+    }
+    const std::uint32_t oi = q.ops.front();
+    RemoteOp& op = ops_[oi];
+    const bool posted = op.type == proto::PKT_CAIS_RED;  // multimem stores complete on the switch's MM_ACK
+    if (!posted && q.outstanding >= limit) {
+      ++outstanding_stalls_;
+      return;
+    }
+    std::uint64_t addr = 0;
+    std::uint32_t bytes = 0;
+    next_packet(op, q, addr, bytes);
+    ++op.pending;
+    if (!posted) ++q.outstanding;
+    emit(op, oi, addr, bytes);
+  }
+}
+
+// The 32 B sectors touched in one max_packet_bytes line, across consecutive rows while they
+// stay in that line (coalescing). Pops the op off its queue when its last row is cut.
+void RemotePacketizer::next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes) {
+  const std::uint64_t line = ctx_.cfg.max_packet_bytes;
+  std::uint64_t line_no = ~0ull, mask = 0;
+  for (;;) {
+    const std::uint64_t row_start = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride;
+    const std::uint64_t a = row_start + op.col;
+    if (line_no != ~0ull && a / line != line_no) break;
+    line_no = a / line;
+    const std::uint64_t chunk_end = std::min(row_start + op.row_bytes, (line_no + 1) * line);
+    for (std::uint64_t sct = (a % line) / 32; sct <= ((chunk_end - 1) % line) / 32; ++sct) mask |= 1ull << sct;
+    op.col += static_cast<std::uint32_t>(chunk_end - a);
+    if (op.col < op.row_bytes) break;  // the row continues in the next line
+    op.col = 0;
+    if (++op.row >= op.rows) {
+      op.all_issued = true;
+      q.ops.pop_front();
+      break;
+    }
+  }
+  addr = line_no * line + 32ull * static_cast<std::uint64_t>(__builtin_ctzll(mask));
+  bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
+}
+
+void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes) {
+  Sim& sim = ctx_.sim;
+  const PacketHandle h = sim.new_packet(ctx_.self);
+  Packet& p = sim.packets()[h];
+  p.type = op.type;
+  p.src = ctx_.node;
+  p.origin = ctx_.node;
+  p.dst = op.peer;
+  p.addr = op.flag ? op.addr : addr;  // a flag is an 8 B word: keep its exact address, not its sector's
+  p.group = op.group;
+  // tag: op index (low 32 bits) | packet sequence (bits 32..61; unique per request in flight,
+  // as switches key multicast completions by (src, tag)) | flag-write bit 62.
+  p.tag = oi | ((++tag_seq_ & ((1ull << 30) - 1)) << 32) | (op.flag ? kFlagTag : 0);
+  p.inject_ps = sim.now();
+  p.aux = op.aux;
+  std::uint32_t cls = kReq;
+  switch (op.type) {
+    case proto::PKT_READ_REQ: p.aux = bytes; break;
+    case proto::PKT_CAIS_LD_REQ:
+    case proto::PKT_MM_LD_REDUCE_REQ: p.count = bytes; break;
+    case proto::PKT_WRITE:
+      p.payload_bytes = op.flag ? 8 : bytes;
+      if (op.flag) p.count = static_cast<std::uint32_t>(op.value);
+      cls = kPost;
+      break;
+    case proto::PKT_MM_ST:
+    case proto::PKT_MM_RED:
+      p.payload_bytes = bytes;
+      p.count = 0;
+      cls = kPost;
+      break;
+    default:  // CAIS_RED: one contribution
+      p.payload_bytes = bytes;
+      p.count = 1;
+      cls = kPost;
+      break;
+  }
+  if (ctx_.functional && p.payload_bytes && !op.flag) p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
+  NvlinkPorts& ports = *ctx_.ports;
+  p.flits = ports.flits(p.payload_bytes);
+  ports.enqueue(h, ports.plane(p.addr), cls);
+}
+
+void RemotePacketizer::on_response(PacketHandle h) {
+  Sim& sim = ctx_.sim;
+  const Packet& p = sim.packets()[h];
+  const auto oi = static_cast<std::uint32_t>(p.tag & 0xffffffffu);
+  if (oi >= ops_.size() || !ops_[oi].in_use)
+    throw InvariantError(ctx_.name() + ": response " + proto::PacketType_Name(p.type) + " for no request (tag " +
+                         std::to_string(p.tag) + ")");
+  RemoteOp& op = ops_[oi];
+  latency_ns_.add(static_cast<double>(sim.now() - p.inject_ps) / 1000.0);
+  if (op.op == isa::DMA_COPY || op.op == isa::DMA_REDUCE) {  // pulled data lands in local memory
+    ctx_.mem->remote_write(sim.now(), p.payload_bytes);
+    if (ctx_.functional) {
+      const std::uint64_t dst = op.local_off + (p.addr - op.addr);
+      ctx_.fmem->apply_store(unicast_addr(ctx_.rank, dst), p.values, op.op == isa::DMA_REDUCE);
+    }
+  } else if (ctx_.functional) {
+    ctx_.fmem->add_loaded(p.values);
+  }
+  --queues_[op.queue].outstanding;
+  const std::uint32_t q = op.queue;
+  sim.packets().release(h);
+  packet_done(oi);
+  pump(q);
+}
+
+void RemotePacketizer::packet_done(std::uint32_t oi) {
+  RemoteOp& op = ops_[oi];
+  if (!op.in_use || op.pending == 0) throw InvariantError(ctx_.name() + ": completion for an unknown request");
+  --op.pending;
+  if (op.pending == 0 && op.all_issued) {
+    const std::uint32_t tbi = op.tb;
+    op.in_use = false;
+    free_ops_.push_back(oi);
+    --live_;
+    ctx_.exec->mem_op_done(tbi);
+  }
+}
+
+// No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).
+void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on) {
+  ++throttles_;
+  const std::uint64_t key = (static_cast<std::uint64_t>(sw) << 32) | group;
+  if (on) {
+    if (throttle_keys_.insert(key).second) ++throttled_groups_[group];
+  } else if (throttle_keys_.erase(key)) {
+    if (--throttled_groups_[group] == 0) {
+      throttled_groups_.erase(group);
+      for (std::uint32_t q = 0; q < queues_.size(); ++q)
+        if (!queues_[q].ops.empty()) pump(q);
+    }
+  }
+}
+
+}  // namespace cais::gpu

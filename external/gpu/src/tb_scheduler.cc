@@ -1,0 +1,338 @@
+// Thread-block scheduler: launches, occupancy, dispatch order, dependencies, retirement.
+#include "cais/gpu/tb_scheduler.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "cais/errors.h"
+#include "cais/gpu/block_executor.h"
+#include "cais/gpu/sync_flags.h"
+
+namespace cais::gpu {
+
+TbScheduler::TbScheduler(GpuContext& ctx) : ctx_(ctx), rng_(ctx.sim.make_rng("gpu." + ctx.name())) {
+  sms_.resize(ctx.cfg.num_sms);
+}
+
+void TbScheduler::setup() {
+  const auto& wl = ctx_.wl.proto();
+  const HopperConfig& cfg = ctx_.cfg;
+  launches_.resize(wl.launches_size());
+  std::unordered_map<std::uint32_t, std::uint32_t> last_on_stream;
+  for (int i = 0; i < wl.launches_size(); ++i) {
+    LaunchState& L = launches_[i];
+    L.la = &wl.launches(i);
+    L.dk = &ctx_.wl.kernels()[L.la->kernel()];
+    L.index = i;
+    L.mine = ctx_.rank < wl.num_gpus() &&
+             (L.la->gpus_size() == 0 || std::find(L.la->gpus().begin(), L.la->gpus().end(), ctx_.rank) != L.la->gpus().end());
+    if (!L.mine) continue;
+    const auto& k = *L.dk->k;
+    for (const auto& d : L.la->deps())
+      if (!launches_[d.producer()].mine)
+        throw ConfigError("workload", "launch " + std::to_string(i) + " of '" + k.name() + "' depends on launch " +
+                                          std::to_string(d.producer()) + " of '" +
+                                          ctx_.wl.kernels()[wl.launches(d.producer()).kernel()].k->name() +
+                                          "', which does not run on GPU " + std::to_string(ctx_.rank) +
+                                          " (cross-GPU readiness: flag.signal / flag.wait)");
+    L.sm_count = L.la->sm_count() ? L.la->sm_count() : cfg.num_sms;
+    L.sm_first = L.la->sm_count() ? L.la->sm_first() : 0;
+    if (L.sm_first + L.sm_count > cfg.num_sms)
+      throw ConfigError("workload", "launch " + std::to_string(i) + " of '" + k.name() + "': SM partition [" +
+                                        std::to_string(L.sm_first) + ", +" + std::to_string(L.sm_count) +
+                                        ") exceeds gpu.num_sms=" + std::to_string(cfg.num_sms));
+    std::uint64_t bps = cfg.max_blocks_per_sm;
+    bps = std::min<std::uint64_t>(bps, cfg.max_threads_per_sm / k.threads_per_block());
+    if (k.regs_per_thread()) bps = std::min<std::uint64_t>(bps, cfg.regs_per_sm / (k.regs_per_thread() * k.threads_per_block()));
+    if (k.smem_bytes()) bps = std::min<std::uint64_t>(bps, cfg.smem_per_sm / k.smem_bytes());
+    if (bps == 0)
+      throw ConfigError("workload", "kernel '" + k.name() + "' does not fit on an SM (threads " +
+                                        std::to_string(k.threads_per_block()) + ", regs/thread " +
+                                        std::to_string(k.regs_per_thread()) + ", smem " + std::to_string(k.smem_bytes()) + " B)");
+    if (L.dk->uses_remote && !ctx_.has_ports && wl.num_gpus() > 1)
+      throw ConfigError("topology", ctx_.name() + " has no NVLink port but kernel '" + k.name() + "' accesses peers");
+    L.blocks_per_sm = static_cast<std::uint32_t>(bps);
+    L.total = L.dk->num_blocks;
+    L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
+    L.block_done.assign(L.total, 0);
+    L.row_done.assign(k.grid_y(), 0);
+    L.col_done.assign(k.grid_x(), 0);
+    if (k.cluster_ctas() > 1) {
+      L.cluster_ctas = k.cluster_ctas();
+      L.cluster_slots = cfg.max_clusters_4 ? k.cluster_ctas() / 4 : 0;
+      if (L.cluster_slots > cfg.max_clusters_4)
+        throw ConfigError("gpu.max_clusters_4", "kernel '" + k.name() + "' needs clusters of " +
+                                                    std::to_string(k.cluster_ctas()) + " CTAs, more than " +
+                                                    std::to_string(cfg.max_clusters_4) + " 4-CTA cluster slots hold");
+      for (std::uint32_t c = 0; c < L.ctas; c += L.cluster_ctas) L.cluster_left.push_back(std::min(L.cluster_ctas, L.ctas - c));
+    }
+    L.participants = k.cais().num_gpus() ? k.cais().num_gpus() : wl.num_gpus();
+    L.prelaunch = k.cais().enabled() && k.cais().pre_launch_sync() && L.participants > 1 && ctx_.has_ports && !k.persistent();
+    if (L.prelaunch) {
+      L.sync_ok.assign(L.ctas, 0);
+      L.reg_ps.assign(L.ctas, 0);
+    }
+    auto it = last_on_stream.find(L.la->stream());
+    if (it != last_on_stream.end()) {
+      ++L.pending_preds;
+      launches_[it->second].successors.push_back(i);
+    }
+    last_on_stream[L.la->stream()] = i;
+    for (auto a : L.la->after())
+      if (launches_[a].mine) {
+        ++L.pending_preds;
+        launches_[a].successors.push_back(i);
+      }
+    ++launches_left_;
+  }
+  for (auto& L : launches_)
+    if (L.mine) dispatch_order_.push_back(L.index);
+  std::stable_sort(dispatch_order_.begin(), dispatch_order_.end(), [this](std::uint32_t a, std::uint32_t b) {
+    return launches_[a].la->priority() > launches_[b].la->priority();
+  });
+  for (auto& L : launches_)
+    if (L.mine && L.pending_preds == 0) {
+      L.from_host = true;
+      release(L.index);
+    }
+}
+
+void TbScheduler::release(std::uint32_t li) {
+  LaunchState& L = launches_[li];
+  TimePs t = std::max<TimePs>(ctx_.now(), ns_to_ps(L.la->start_ns()));
+  // Host launch skew only where the host enqueues (no predecessor on the device).
+  if (L.from_host && ctx_.cfg.launch_skew_ps > 0) t += rng_() % ctx_.cfg.launch_skew_ps;
+  L.release_ps = t;
+  ctx_.schedule(t + ctx_.cfg.kernel_launch_ps, kLaunchReady, li);
+}
+
+void TbScheduler::on_launch_ready(std::uint32_t li) {
+  LaunchState& L = launches_[li];
+  L.released = true;
+  L.start_ps = ctx_.now();
+  // Dispatch after every launch released at this instant, so priorities decide among them.
+  request_dispatch();
+}
+
+void TbScheduler::request_dispatch() {
+  if (!dispatch_pending_) {
+    dispatch_pending_ = true;
+    ctx_.schedule(ctx_.now(), kDispatch);
+  }
+}
+
+bool TbScheduler::deps_ready(const LaunchState& L, std::uint32_t block) const {
+  const std::uint32_t gx = L.dk->k->grid_x();
+  for (const auto& d : L.la->deps()) {
+    const LaunchState& P = launches_[d.producer()];  // on this GPU: checked by setup()
+    if (d.all_blocks()) {
+      if (!P.done) return false;
+      continue;
+    }
+    // The consumer's coordinate the range is keyed on, and the producer's extent along it.
+    std::int64_t coord = block, extent = P.total;
+    const std::vector<std::uint32_t>* counts = nullptr;  // done blocks per row / column
+    std::uint32_t full = 0;                               // blocks in a full row / column
+    if (d.key() == isa::ROW) {
+      coord = block / gx;
+      extent = P.dk->k->grid_y();
+      counts = &P.row_done;
+      full = P.dk->k->grid_x();
+    } else if (d.key() == isa::COLUMN) {
+      coord = block % gx;
+      extent = P.dk->k->grid_x();
+      counts = &P.col_done;
+      full = P.dk->k->grid_y();
+    }
+    const std::int64_t base = coord * d.scale_num() / d.scale_den();
+    const std::int64_t lo = std::max<std::int64_t>(0, base + d.lo());
+    const std::int64_t hi = std::min<std::int64_t>(extent - 1, base + d.hi());
+    for (std::int64_t i = lo; i <= hi; ++i)
+      if (counts ? (*counts)[i] < full : !P.block_done[i]) return false;
+  }
+  return true;
+}
+
+bool TbScheduler::fits(const SmOccupancy& sm, const LaunchState& L) const {
+  const auto& k = *L.dk->k;
+  const HopperConfig& cfg = ctx_.cfg;
+  return sm.blocks + 1 <= cfg.max_blocks_per_sm && sm.threads + k.threads_per_block() <= cfg.max_threads_per_sm &&
+         sm.regs + k.regs_per_thread() * k.threads_per_block() <= cfg.regs_per_sm &&
+         sm.smem + k.smem_bytes() <= cfg.smem_per_sm;
+}
+
+void TbScheduler::on_dispatch() {
+  dispatch_pending_ = false;
+  dispatch();
+}
+
+void TbScheduler::dispatch() {
+  for (std::uint32_t li : dispatch_order_) {
+    LaunchState& L = launches_[li];
+    if (!L.released || L.done) continue;
+    if (L.prelaunch) register_ahead(L);
+    while (L.next_cta < L.ctas) {
+      if (L.prelaunch && !L.sync_ok[L.next_cta]) break;
+      if (!deps_ready(L, L.next_cta)) break;
+      const bool new_cluster = L.cluster_slots && L.next_cta % L.cluster_ctas == 0;
+      if (new_cluster && cluster_slots_used_ + L.cluster_slots > ctx_.cfg.max_clusters_4) break;
+      std::uint32_t chosen = ~0u;
+      for (std::uint32_t j = 0; j < L.sm_count; ++j) {
+        const std::uint32_t s = L.sm_first + (L.sm_cursor + j) % L.sm_count;
+        if (fits(sms_[s], L)) {
+          chosen = s;
+          break;
+        }
+      }
+      if (chosen == ~0u) break;
+      if (new_cluster) cluster_slots_used_ += L.cluster_slots;
+      place(L, chosen);
+      if (L.prelaunch) register_ahead(L);
+    }
+  }
+}
+
+void TbScheduler::register_ahead(LaunchState& L) {
+  const std::uint32_t window = L.blocks_per_sm * L.sm_count;
+  while (L.next_reg < L.ctas && L.next_reg < L.next_cta + window) {
+    const std::uint32_t cta = L.next_reg++;
+    const std::uint32_t group = L.dk->k->cais().group_base() + cta;
+    ctx_.sync->wait_block(group, L.index, cta);
+    L.reg_ps[cta] = ctx_.now();
+    ctx_.sync->request(group, L.participants);
+  }
+}
+
+void TbScheduler::prelaunch_released(std::uint32_t launch, std::uint32_t cta) {
+  launches_[launch].sync_ok[cta] = 1;
+  request_dispatch();
+}
+
+void TbScheduler::place(LaunchState& L, std::uint32_t s) {
+  const auto& k = *L.dk->k;
+  SmOccupancy& sm = sms_[s];
+  sm.blocks += 1;
+  sm.threads += k.threads_per_block();
+  sm.regs += k.regs_per_thread() * k.threads_per_block();
+  sm.smem += k.smem_bytes();
+  L.sm_cursor = (s - L.sm_first + 1) % L.sm_count;
+  std::uint32_t tbi;
+  if (free_tbs_.empty()) {
+    tbi = static_cast<std::uint32_t>(tbs_.size());
+    tbs_.emplace_back();
+  } else {
+    tbi = free_tbs_.back();
+    free_tbs_.pop_back();
+  }
+  Tb& tb = tbs_[tbi];
+  const std::uint32_t seq = tb.seq;  // keep the token: stale wake-ups of a previous block stay stale
+  tb = Tb{};
+  tb.seq = seq + 1;
+  tb.launch = L.index;
+  tb.sm = s;
+  tb.cta = L.next_cta++;
+  begin_block(tbi, tb.cta);
+  const auto& c = k.cais();
+  if (!L.prelaunch && c.enabled() && c.pre_launch_sync() && L.participants > 1 && ctx_.has_ports) {
+    // persistent kernels: every CTA is resident on every GPU, so it can wait on its SM
+    tb.state = TbState::kSyncLaunch;
+    tb.wait_since = ctx_.now();
+    ctx_.sync->wait_tb(tb.group, tbi);
+    ctx_.sync->request(tb.group, L.participants);
+  } else {
+    ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, tbi);
+  }
+}
+
+void TbScheduler::begin_block(std::uint32_t tbi, std::uint32_t logical) {
+  Tb& tb = tbs_[tbi];
+  const LaunchState& L = launches_[tb.launch];
+  tb.block = logical;
+  tb.bx = logical % L.dk->k->grid_x();
+  tb.by = logical / L.dk->k->grid_x();
+  tb.pc = 0;
+  tb.depth = 0;
+  tb.group = L.dk->k->cais().group_base() + logical;
+  tb.state = TbState::kRunning;
+  if (ctx_.cfg.block_jitter_frac > 0) {
+    std::normal_distribution<double> n(1.0, ctx_.cfg.block_jitter_frac);
+    tb.jitter = std::clamp(n(rng_), 0.5, 1.5);
+  }
+  ++launches_[tb.launch].tbs;
+}
+
+std::uint32_t TbScheduler::participants_excluding(const LaunchState& L, std::uint32_t owner) const {
+  const auto& c = L.dk->k->cais();
+  const std::uint32_t first = c.first_gpu();
+  const bool owner_in = owner >= first && owner < first + L.participants;
+  return owner_in ? L.participants - 1 : L.participants;
+}
+
+void TbScheduler::retire(std::uint32_t tbi) {
+  Tb& tb = tbs_[tbi];
+  LaunchState& L = launches_[tb.launch];
+  L.block_done[tb.block] = 1;
+  ++L.row_done[tb.by];
+  ++L.col_done[tb.bx];
+  ++L.done_blocks;
+  ++tbs_done_;
+  const std::uint32_t next = tb.block + L.ctas;
+  if (L.dk->k->persistent() && next < L.total) {
+    begin_block(tbi, next);
+    if (deps_ready(L, next)) {
+      tb.state = TbState::kSyncLaunch;  // not runnable until kTbStart
+      ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, tbi);
+    } else {
+      tb.state = TbState::kWaitDep;
+      L.dep_waiters.push_back(tbi);
+    }
+  } else {
+    const auto& k = *L.dk->k;
+    SmOccupancy& sm = sms_[tb.sm];
+    sm.blocks -= 1;
+    sm.threads -= k.threads_per_block();
+    sm.regs -= k.regs_per_thread() * k.threads_per_block();
+    sm.smem -= k.smem_bytes();
+    tb.state = TbState::kFree;
+    free_tbs_.push_back(tbi);
+    if (L.cluster_slots && --L.cluster_left[tb.cta / L.cluster_ctas] == 0) cluster_slots_used_ -= L.cluster_slots;
+    if (++L.retired_ctas == L.ctas) launch_done(L);
+  }
+  recheck_dependencies();
+  dispatch();
+}
+
+// Persistent consumers parked on dependencies re-check; others dispatch in order.
+void TbScheduler::recheck_dependencies() {
+  for (std::uint32_t li : dispatch_order_) {
+    LaunchState& C = launches_[li];
+    if (C.dep_waiters.empty()) continue;
+    std::vector<std::uint32_t> still;
+    for (std::uint32_t t : C.dep_waiters) {
+      if (deps_ready(C, tbs_[t].block)) {
+        tbs_[t].state = TbState::kSyncLaunch;
+        ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, t);
+      } else {
+        still.push_back(t);
+      }
+    }
+    C.dep_waiters.swap(still);
+  }
+}
+
+void TbScheduler::launch_done(LaunchState& L) {
+  L.done = true;
+  L.end_ps = ctx_.now();
+  finish_ps_ = std::max(finish_ps_, ctx_.now());
+  --launches_left_;
+  for (std::uint32_t s : L.successors)
+    if (--launches_[s].pending_preds == 0) release(s);
+}
+
+std::size_t TbScheduler::dep_waiting() const {
+  std::size_t n = 0;
+  for (const auto& L : launches_) n += L.dep_waiters.size();
+  return n;
+}
+
+}  // namespace cais::gpu

@@ -1,0 +1,272 @@
+// Helpers of the Hopper GPU's unit tests: a "probe" switch model (registered here, tests only)
+// that records every packet a GPU sends and answers requests the simplest correct way, small
+// parameter sets, one-kernel workloads and a runner that returns every statistic.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "cais/engine_host.h"
+#include "cais/errors.h"
+#include "cais/gpu/hopper_gpu.h"
+#include "cais/link.h"
+
+namespace cais::gpu::test {
+
+
+struct Seen {
+  proto::PacketType type;
+  std::uint32_t src, dst, payload, group, aux, count;
+  std::uint64_t addr;
+  std::vector<double> values;
+};
+inline std::vector<Seen>& seen() {
+  static std::vector<Seen> s;
+  return s;
+}
+inline bool& probe_throttles() {  // the probe throttles a GPU's first .cais group for 5 us
+  static bool on = false;
+  return on;
+}
+
+class ProbeSwitch : public NodeComponent {
+ public:
+  ProbeSwitch(Sim& sim, std::uint32_t node) : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
+    const Params& p = sim.params();
+    flit_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
+    hdr_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
+    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
+    const VcDepth depth = VcDepth::from_params(p);
+    const auto& info = sim.node(node);
+    out_.resize(info.out.size());
+    in_.resize(info.out.size());
+    q_.resize(info.out.size());
+    for (std::uint32_t i = 0; i < info.out.size(); ++i) {
+      out_[i].init(info.out[i], vcs, depth.of(info.out[i]), flit_, 1000000);
+      in_[i].init(node, i, info.out[i], vcs, depth.of(info.out[i]), 0);
+    }
+  }
+  void handle(const Event& e) override {
+    if (e.kind == 2) return pump(e.arg32);
+    if (e.kind == 3) return throttle(e.arg32, static_cast<std::uint32_t>(e.arg), false);
+    const PacketHandle h = static_cast<PacketHandle>(e.arg);
+    Packet& p = sim_.packets()[h];
+    const std::uint32_t port = p.hop_port;
+    if (p.type == proto::PKT_CREDIT) {
+      out_[port].return_credits(p.vc, p.count);
+      sim_.packets().release(h);
+      return pump(port);
+    }
+    in_[port].accept(sim_, h);
+    in_[port].pop(sim_, *this, p.vc);
+    seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values});
+    if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ && !throttled_) {
+      throttled_ = true;
+      throttle(port, p.group, true);
+      schedule(sim_.now() + 5000000, 3, p.group, port);
+    }
+    proto::PacketType reply = proto::PKT_UNSPECIFIED;
+    std::uint32_t bytes = 0;
+    switch (p.type) {
+      case proto::PKT_READ_REQ: reply = proto::PKT_READ_RESP; bytes = p.aux; break;
+      case proto::PKT_CAIS_LD_REQ: reply = proto::PKT_CAIS_LD_RESP; bytes = p.count; break;
+      case proto::PKT_MM_LD_REDUCE_REQ: reply = proto::PKT_MM_LD_REDUCE_RESP; bytes = p.count; break;
+      case proto::PKT_WRITE: reply = proto::PKT_WRITE_ACK; break;
+      case proto::PKT_SYNC_REQ: reply = proto::PKT_SYNC_RELEASE; break;
+      case proto::PKT_MM_ST:
+      case proto::PKT_MM_RED: reply = proto::PKT_MM_ACK; break;
+      default: break;
+    }
+    if (reply != proto::PKT_UNSPECIFIED) {
+      const PacketHandle r = sim_.new_packet(*this);
+      Packet& q = sim_.packets()[r];
+      const Packet& req = sim_.packets()[h];
+      q.type = reply;
+      q.src = node_;
+      q.dst = req.src;
+      q.addr = req.addr;
+      q.tag = req.tag;
+      q.group = req.group;
+      q.inject_ps = req.inject_ps;
+      q.payload_bytes = bytes;
+      q.flits = flits_for(bytes, flit_, hdr_);
+      q_[port].push_back(r);
+      pump(port);
+    }
+    sim_.packets().release(h);
+  }
+  bool done() const override { return true; }
+
+ private:
+  void pump(std::uint32_t port) {
+    if (q_[port].empty() || !out_[port].idle_at(sim_.now())) return;
+    const PacketHandle r = q_[port].front();
+    if (!out_[port].has_credits(1, sim_.packets()[r].flits)) return;
+    q_[port].pop_front();
+    schedule(out_[port].transmit(sim_, *this, r, 1), 2, 0, port);
+  }
+  void throttle(std::uint32_t port, std::uint32_t group, bool on) {
+    const PacketHandle r = sim_.new_packet(*this);
+    Packet& q = sim_.packets()[r];
+    q.type = proto::PKT_THROTTLE;
+    q.src = q.origin = node_;
+    q.dst = port;
+    q.group = group;
+    q.aux = on ? 1 : 0;
+    q.flits = flits_for(0, flit_, hdr_);
+    q_[port].push_back(r);
+    pump(port);
+  }
+  bool throttled_ = false;
+  std::uint32_t node_, flit_ = 16, hdr_ = 1;
+  std::vector<OutputChannel> out_;
+  std::vector<InputBuffer> in_;
+  std::vector<std::deque<PacketHandle>> q_;
+};
+
+inline const bool probe_registered = [] {
+  NodeFactory f;
+  f.engine = "net";
+  f.build = [](Sim& sim, std::uint32_t node) { return std::make_unique<ProbeSwitch>(sim, node); };
+  NodeRegistry::instance().add(proto::NODE_SWITCH, "probe", std::move(f));
+  return true;
+}();
+
+// ---------------------------------------------------------------- helpers
+inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
+  auto put_d = [&](const std::string& k, double v) { (*c.mutable_params())[k].set_d(v); };
+  auto put_i = [&](const std::string& k, std::int64_t v) { (*c.mutable_params())[k].set_i(v); };
+  put_i("gpu.num_sms", sms);
+  put_d("gpu.clock_mhz", 1000.0);  // 1 GHz: 1 cycle = 1 ns
+  put_i("gpu.tc_flops_per_cycle_per_sm", 4096);
+  put_i("gpu.alu_flops_per_cycle_per_sm", 256);
+  put_i("gpu.max_blocks_per_sm", 32);
+  put_i("gpu.max_threads_per_sm", 2048);
+  put_i("gpu.regs_per_sm", 65536);
+  put_d("gpu.smem_per_sm_kb", 228.0);
+  put_d("gpu.l2_size_mb", 50.0);
+  put_d("gpu.l2_bw_gbps", 1000.0);  // 1 B/ps
+  put_d("gpu.l2_latency_ns", 100.0);
+  put_d("gpu.sm_l2_bytes_per_cycle", 1000.0);
+  put_d("gpu.hbm_bw_gbps", 500.0);
+  put_d("gpu.hbm_latency_ns", 400.0);
+  put_i("gpu.max_outstanding_per_sm", 64);
+  put_i("gpu.dma_max_outstanding", 64);
+  put_i("gpu.max_packet_bytes", 128);
+  put_d("gpu.launch_skew_ns", 0.0);
+  put_d("gpu.block_jitter_frac", 0.0);
+  put_d("gpu.tc_efficiency", 1.0);
+  put_d("gpu.hbm_efficiency", 1.0);
+  put_d("gpu.tb_overhead_ns", 10.0);
+  put_d("gpu.kernel_launch_ns", 1000.0);
+  put_i("gpu.max_clusters_4", 0);
+  put_i("net.flit_bytes", 16);
+  put_i("net.header_flits", 1);
+  put_i("net.vcs_per_port", 4);
+  put_i("net.vc_depth_flits", 256);
+  (*c.mutable_params())["net.traffic_control"].set_b(false);
+  (*c.mutable_params())["host.gpu_model"].set_s("hopper");
+  (*c.mutable_params())["host.switch_model"].set_s("probe");
+}
+
+// `gpus` GPUs; with a probe switch (node gpus) linked to every GPU's port 0 when `probe`.
+inline proto::Configure make_config(const isa::Workload& wl, std::uint32_t gpus, bool probe) {
+  proto::Configure c;
+  set_gpu_defaults(c);
+  for (std::uint32_t g = 0; g < gpus; ++g) {
+    auto* n = c.mutable_topology()->add_nodes();
+    n->set_id(g);
+    n->set_kind(proto::NODE_GPU);
+    n->set_name("gpu" + std::to_string(g));
+    n->set_num_ports(probe ? 1 : 0);
+    c.add_hosted_nodes(g);
+    c.add_node_engine(0);
+  }
+  if (probe) {
+    auto* n = c.mutable_topology()->add_nodes();
+    n->set_id(gpus);
+    n->set_kind(proto::NODE_SWITCH);
+    n->set_name("probe");
+    n->set_num_ports(gpus);
+    c.add_hosted_nodes(gpus);
+    c.add_node_engine(0);
+    for (std::uint32_t g = 0; g < gpus; ++g)
+      for (int dir = 0; dir < 2; ++dir) {
+        auto* l = c.mutable_topology()->add_links();
+        l->set_src_node(dir ? gpus : g);
+        l->set_src_port(dir ? g : 0);
+        l->set_dst_node(dir ? g : gpus);
+        l->set_dst_port(dir ? 0 : g);
+        l->set_bw_gbps(100.0);
+        l->set_latency_ps(250000);
+        l->set_lanes(4);
+      }
+  }
+  c.set_workload(wl.SerializeAsString());
+  return c;
+}
+
+struct RunResult {
+  std::unique_ptr<HostedModel> m;
+  std::map<std::string, double> stats;
+  const HopperGpu& gpu(std::uint32_t i) const { return *dynamic_cast<const HopperGpu*>(m->nodes()[i].get()); }
+};
+
+inline RunResult run(const isa::Workload& wl, std::uint32_t gpus = 1, bool probe = false) {
+  seen().clear();
+  RunResult r;
+  r.m = std::make_unique<HostedModel>();
+  r.m->configure(make_config(wl, gpus, probe));
+  r.m->sim().run_until(kNever);
+  EXPECT_TRUE(r.m->done()) << r.m->blocked_reason();
+  r.m->check_drained();
+  proto::Stats st;
+  r.m->export_stats(&st);
+  for (const auto& s : st.stats()) r.stats[s.name()] = s.value();
+  r.stats["end"] = static_cast<double>(r.m->sim().now());
+  return r;
+}
+
+inline isa::Workload one_kernel(std::uint32_t gpus = 1, std::uint32_t grid = 1, bool functional = false) {
+  isa::Workload wl;
+  wl.set_name("t");
+  wl.set_num_gpus(gpus);
+  wl.set_functional(functional);
+  auto* b = wl.add_buffers();
+  b->set_name("X");
+  b->set_bytes(1 << 20);
+  b->set_dtype(isa::FP32);
+  auto* mc = wl.add_buffers();
+  mc->set_name("MC");
+  mc->set_bytes(1 << 16);
+  mc->set_dtype(isa::FP32);
+  mc->set_multicast(true);
+  auto* k = wl.add_kernels();
+  k->set_name("k");
+  k->set_grid_x(grid);
+  k->set_grid_y(1);
+  k->set_threads_per_block(128);
+  k->set_regs_per_thread(32);
+  wl.add_launches()->set_kernel(0);
+  return wl;
+}
+
+inline isa::Instr* add(isa::Workload& wl, isa::Opcode op) {
+  auto* i = wl.mutable_kernels(0)->add_program();
+  i->set_op(op);
+  return i;
+}
+
+inline isa::Instr* mem(isa::Workload& wl, isa::Opcode op, std::uint32_t rows, std::uint32_t row_bytes, std::uint64_t stride,
+                std::int64_t base = 0, std::int64_t peer = 0) {
+  auto* i = add(wl, op);
+  i->set_rows(rows);
+  i->set_row_bytes(row_bytes);
+  i->set_row_stride(stride);
+  i->mutable_addr()->set_base(base);
+  i->mutable_peer()->set_base(peer);
+  return i;
+}
+
+}  // namespace cais::gpu::test

@@ -1,0 +1,77 @@
+// One GPU streaming remote writes to another through the NVSwitch router at the harness's
+// default network parameters (8 VCs of 256 flits per NVLink lane, the paper's): the GPU's link
+// and the switch's link to the receiver stay >= 95 % busy in wire bytes (headers included), so
+// credits do not limit them. With the same 256 flits per VC for the whole 4-lane port (the old
+// reading) credits do limit them, which is what this test guards against.
+#include <gtest/gtest.h>
+
+#include "hopper_test_util.h"
+
+namespace cais::gpu {
+namespace {
+using namespace cais::gpu::test;
+
+constexpr std::uint32_t kBlocks = 32;
+constexpr std::uint32_t kBytesPerBlock = 256 * 1024;  // 8 MiB in all
+
+struct Utilisation {
+  double gpu_link = 0, switch_link = 0;
+};
+
+Utilisation stream(const std::string& scope) {
+  isa::Workload wl = one_kernel(2, kBlocks);
+  wl.mutable_buffers(0)->set_bytes(static_cast<std::uint64_t>(kBlocks) * kBytesPerBlock);
+  wl.mutable_launches(0)->add_gpus(0);
+  auto* st = mem(wl, isa::ST_REMOTE, 1, kBytesPerBlock, 0, 0, 1);
+  st->mutable_addr()->set_block_x(kBytesPerBlock);
+
+  proto::Configure c = make_config(wl, 2, true);  // 2 GPUs, one 4-lane 100 GB/s port each, 250 ns
+  set_gpu_defaults(c, kBlocks);
+  auto& m = *c.mutable_params();
+  m["gpu.max_outstanding_per_sm"].set_i(256);
+  m["host.switch_model"].set_s("nvswitch");
+  // harness/params/net.py defaults
+  m["net.vcs_per_port"].set_i(8);
+  m["net.vc_depth_flits"].set_i(256);
+  m["net.vc_buffer_scope"].set_s(scope);
+  for (const char* k : {"net.routing_delay_ns", "net.vc_alloc_delay_ns", "net.sw_alloc_delay_ns", "net.xbar_delay_ns",
+                        "net.credit_delay_ns"})
+    m[k].set_d(1.0);
+  m["net.stats_bin_ns"].set_d(1000.0);
+  m["net.sw_alloc_patience"].set_i(2);
+  m["net.functional"].set_b(false);
+  m["net.features"].set_s("");
+
+  HostedModel h;
+  h.configure(c);
+  h.sim().run_until(kNever);
+  EXPECT_TRUE(h.done()) << h.blocked_reason();
+  h.check_drained();
+  proto::Stats s;
+  h.export_stats(&s);
+  std::map<std::string, double> st_;
+  for (const auto& x : s.stats()) st_[x.name()] = x.value();
+  const auto& L = dynamic_cast<const HopperGpu&>(*h.nodes()[0]).launch_state(0);
+  const double window_ps = static_cast<double>(L.end_ps - L.start_ps);
+  const double bytes_per_ps = 100.0 / 1000.0;
+  EXPECT_EQ(st_["gpu0.tx.WRITE.bytes"], static_cast<double>(kBlocks) * kBytesPerBlock);
+  Utilisation u;
+  u.gpu_link = st_.at("gpu0.port0.tx.flits") * 16 / (bytes_per_ps * window_ps);
+  u.switch_link = st_.at("probe.port1.tx.flits") * 16 / (bytes_per_ps * window_ps);
+  return u;
+}
+
+TEST(HopperStreaming, RemoteWritesKeepTheLinksBusyAtThePapersVcBuffers) {
+  const Utilisation u = stream("lane");
+  EXPECT_GE(u.gpu_link, 0.95);
+  EXPECT_GE(u.switch_link, 0.95);
+  EXPECT_LE(u.gpu_link, 1.0);
+}
+
+TEST(HopperStreaming, TheSameDepthPerPortInsteadOfPerLaneIsCreditBound) {
+  const Utilisation u = stream("port");
+  EXPECT_LT(u.gpu_link, 0.8);
+}
+
+}  // namespace
+}  // namespace cais::gpu
