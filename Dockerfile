@@ -17,6 +17,9 @@ ENV DEBIAN_FRONTEND=noninteractive \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+# Declared before the install: on the vfs storage driver every step after it copies the whole
+# image (over a minute), so only USER follows the install.
+CMD [".venv/bin/cais-sim"]
 
 # Extra CA certificates (behind a TLS-intercepting proxy: `cais-container build --ca-cert FILE`,
 # or *.crt files dropped into scripts/ca-certificates/) join the trust store before apt and pip
@@ -38,4 +41,3 @@ RUN scripts/setup.sh \
     && rm -rf /var/lib/apt/lists/* /root/.cache
 
 USER cais
-CMD [".venv/bin/cais-sim"]

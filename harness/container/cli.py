@@ -48,11 +48,13 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, what in (("test", "run the test suite inside the image (arguments go to pytest)"),
                        ("reproduce", "run cais-sim inside the image (arguments are Hydra overrides)")):
-        p = sub.add_parser(name, help=what)
+        rest = "PYTEST_ARGS" if name == "test" else "OVERRIDES"
+        p = sub.add_parser(name, help=what, allow_abbrev=False,  # the rest passes through as it is
+                           usage=f"cais-container {name} [--image IMAGE]"
+                                 f"{' [--out DIR]' if name == 'reproduce' else ''} [{rest}...]")
         p.add_argument("--image", default=r.image, help=_doc(RunSettings, "image"))
         if name == "reproduce":
             p.add_argument("--out", type=Path, default=r.out, metavar="DIR", help=_doc(RunSettings, "out"))
-        p.add_argument("args", nargs=argparse.REMAINDER)
     return ap
 
 
@@ -72,7 +74,11 @@ def execute(args: argparse.Namespace, log=print) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, passthrough = parser.parse_known_args(argv)  # what is not ours: pytest's or Hydra's
+    args.args = passthrough
+    if args.command == "build" and args.args:
+        parser.error(f"build takes no arguments: {' '.join(args.args)}")
     try:
         execute(args)
     except run.RunFailed as exc:
