@@ -1,0 +1,55 @@
+"""Building the image through the Docker SDK, streaming the build log with step progress."""
+from __future__ import annotations
+
+import collections
+import time
+from typing import Callable, Iterable
+
+from harness.container.base_image import ensure_base
+from harness.container.context import context_members, make_context
+from harness.container.engine import ContainerError, errors
+from harness.container.settings import BuildSettings
+
+TAIL_LINES = 30
+
+
+def follow_build(chunks: Iterable[dict], log: Callable[[str], None], clock=time.monotonic) -> None:
+    """Print the engine's build stream, each step with its elapsed time; raise on a failed step
+    with that step's last output lines."""
+    start = clock()
+    step = "(before the first step)"
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    for chunk in chunks:
+        if "error" in chunk:
+            message = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+            output = "\n".join(tail) if tail else "(no output)"
+            raise ContainerError(f"image build failed at {step}: {message.strip()}\n"
+                                 f"--- output of that step (last lines) ---\n{output}")
+        for line in chunk.get("stream", "").splitlines():
+            if line.startswith("Step "):
+                step = line.strip()
+                tail.clear()
+                elapsed = int(clock() - start)
+                log(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {step}")
+            elif line.strip():
+                tail.append(line.rstrip())
+                log(f"    {line.rstrip()}")
+        if "status" in chunk:  # a pull inside the build (not with the default settings)
+            log(f"    {chunk['status']} {chunk.get('progress', '')}".rstrip())
+
+
+def build_image(client, settings: BuildSettings, log: Callable[[str], None]) -> None:
+    base = ensure_base(client, settings, log)
+    with make_context(settings.ca_certs) as context:
+        log(f"building {settings.image} on {base} ({len(context_members(context))} paths in the context, "
+            f"{len(settings.ca_certs)} extra CA certificate(s))")
+        try:
+            # network_mode=host: the RUN steps reach apt and PyPI as the host does.
+            stream = client.api.build(fileobj=context, custom_context=True, tag=settings.image,
+                                      buildargs={"BASE_IMAGE": base}, network_mode="host", rm=True,
+                                      forcerm=True, nocache=settings.no_cache, pull=False, decode=True)
+            follow_build(stream, log)
+        except errors().APIError as exc:
+            raise ContainerError(f"image build failed: {exc.explanation or exc}") from None
+    image = client.images.get(settings.image)
+    log(f"built {settings.image} ({image.short_id})")
