@@ -134,3 +134,21 @@ def test_hopper_results_do_not_depend_on_the_process_split(engines):
     pd_a = a.stats.set_index("name")["value"]
     pd_b = b.stats.set_index("name")["value"]
     assert pd_a.equals(pd_b)
+
+
+def test_flags_sharing_a_sector_stay_apart(engines):
+    """Four blocks per GPU meet in a flag barrier whose 8 B flags share one 32 B sector: each
+    block's remote flag writes must land on its own flag (they once collapsed onto the sector's
+    first word, so three blocks per GPU waited forever)."""
+    from harness.kernels.builder import WorkloadBuilder, affine
+    from harness.kernels.flags import barrier
+
+    b = WorkloadBuilder("flag_barrier", 8, 132)
+    flags = b.flags("f", 4)
+    ki, p = b.kernel("k", 4, 1)
+    barrier(p, flags, affine(0, bx=8), 8)
+    b.launch(ki, b.stream("main"))
+    res = run_system(compose("system=dgx_h100"), workload=b.wl.SerializeToString(),
+                     overrides={"host.gpu_model": "hopper"})
+    st = res.stats.set_index("name")["value"]
+    assert sum(st[f"gpu{g}.tbs_completed"] for g in range(8)) == 32
