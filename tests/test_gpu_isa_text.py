@@ -19,6 +19,8 @@ SRC = """
   red.cais buf=A addr=[0] peer=[0] rows=1 row_bytes=128
   multimem.red buf=C addr=[128*bx] row_bytes=128 rows=1
   dma.copy buf=A src=A src_addr=[4096*g] peer=[g + 1 % 8] rows=1 row_bytes=4096
+  dma.push.async buf=A src=A src_addr=[4096*bx] addr=[8192] peer=[g + 1 % 8] rows=2 row_bytes=4096
+  dma.push_reduce buf=C src=A src_addr=[0] addr=[128*bx] rows=1 row_bytes=128
   flag.signal buf=C addr=[8*bx] value=1 scope=remote peer=[3]
   flag.wait buf=C addr=[8*bx] value=8
   cais.sync
@@ -43,6 +45,10 @@ def test_round_trip():
     assert d[0].key == t.isa.LINEAR and d[2].key == t.isa.ROW and d[3].key == t.isa.COLUMN
     assert (d[3].producer, d[3].scale_num, d[3].scale_den, d[3].lo, d[3].hi) == (1, 2, 1, -1, 1)
     assert " dep=0:row:1/1:0:0 dep=1:col:2/1:-1:1" in text
+    push = [i for i in k.program if i.op in (t.isa.DMA_PUSH, t.isa.DMA_PUSH_REDUCE)]
+    assert [i.op for i in push] == [t.isa.DMA_PUSH, t.isa.DMA_PUSH_REDUCE]
+    assert push[0].is_async and push[0].src_buffer == 0 and push[0].addr.base == 8192 and push[0].rows == 2
+    assert push[1].buffer == 1 and push[1].addr.block_x == 128  # a multicast destination
 
 
 def test_affine_eval_and_invariance():

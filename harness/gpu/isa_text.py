@@ -42,7 +42,7 @@ MNEMONIC = {
     isa.MM_ST: "multimem.st", isa.MM_RED: "multimem.red", isa.DMA_COPY: "dma.copy",
     isa.DMA_REDUCE: "dma.reduce", isa.MMA: "mma", isa.ALU: "alu", isa.BAR: "bar", isa.WAIT: "wait",
     isa.FLAG_WAIT: "flag.wait", isa.FLAG_SIGNAL: "flag.signal", isa.CAIS_SYNC: "cais.sync",
-    isa.LOOP: "loop", isa.ENDLOOP: "endloop",
+    isa.LOOP: "loop", isa.ENDLOOP: "endloop", isa.DMA_PUSH: "dma.push", isa.DMA_PUSH_REDUCE: "dma.push_reduce",
 }
 OPCODE = {v: k for k, v in MNEMONIC.items()}
 DTYPES = {isa.FP16: "fp16", isa.BF16: "bf16", isa.FP32: "fp32", isa.FP8: "fp8"}
@@ -217,7 +217,7 @@ def format_instr(ins, buffers: list[str]) -> str:
     parts = [name]
     if ins.op in _BUFFER_OPS:
         parts.append(f"buf={buffers[ins.buffer]}")
-    if ins.op in (isa.DMA_COPY, isa.DMA_REDUCE):
+    if ins.op in DMA_OPS:
         parts.append(f"src={buffers[ins.src_buffer]}")
     for key, field in _AFFINE_FIELDS:
         if ins.HasField(field):
@@ -238,8 +238,9 @@ def format_instr(ins, buffers: list[str]) -> str:
 
 _BUFFER_OPS = {isa.LD, isa.ST, isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS,
                isa.MM_LD_REDUCE, isa.MM_ST, isa.MM_RED, isa.DMA_COPY, isa.DMA_REDUCE,
-               isa.FLAG_WAIT, isa.FLAG_SIGNAL}
-REMOTE_OPS = {isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, isa.DMA_COPY, isa.DMA_REDUCE}
+               isa.DMA_PUSH, isa.DMA_PUSH_REDUCE, isa.FLAG_WAIT, isa.FLAG_SIGNAL}
+DMA_OPS = {isa.DMA_COPY, isa.DMA_REDUCE, isa.DMA_PUSH, isa.DMA_PUSH_REDUCE}  # with a source buffer
+REMOTE_OPS = {isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, *DMA_OPS}
 _KV = re.compile(r"(\w+)=(\[[^\]]*\]|\S+)")
 
 

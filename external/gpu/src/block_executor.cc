@@ -118,7 +118,9 @@ void BlockExecutor::step(std::uint32_t tbi) {
       case isa::MM_ST:
       case isa::MM_RED:
       case isa::DMA_COPY:
-      case isa::DMA_REDUCE: go_on = exec_memory(tbi, ins); break;
+      case isa::DMA_REDUCE:
+      case isa::DMA_PUSH:
+      case isa::DMA_PUSH_REDUCE: go_on = exec_memory(tbi, ins); break;
       case isa::WAIT:
       case isa::BAR: go_on = exec_wait(tbi, ins); break;
       case isa::FLAG_WAIT: go_on = exec_flag_wait(tbi, ins); break;
@@ -187,16 +189,18 @@ bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
 bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
   Tb& tb = ctx_.sched->tb(tbi);
   const LaunchState& L = ctx_.sched->launch(tb.launch);
+  // A push to a multicast buffer goes to the NVLS group like a multimem store.
+  const bool mc_push = (ins.op() == isa::DMA_PUSH || ins.op() == isa::DMA_PUSH_REDUCE) &&
+                       ctx_.wl.buffers()[ins.buffer()].b->multicast();
   const bool unicast_remote = ins.op() == isa::LD_REMOTE || ins.op() == isa::ST_REMOTE || ins.op() == isa::LD_CAIS ||
-                              ins.op() == isa::RED_CAIS || ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
-  const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
+                              ins.op() == isa::RED_CAIS || (is_dma(ins.op()) && !mc_push);
+  const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED || mc_push;
   const auto peer = unicast_remote ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
   if (unicast_remote && peer >= ctx_.wl.proto().num_gpus())
     throw InvariantError(ctx_.name() + ": kernel '" + L.dk->k->name() + "' pc " + std::to_string(tb.pc) + " peer " +
                          std::to_string(peer) + " out of range");
   if (multimem || (unicast_remote && peer != ctx_.rank)) {
-    const bool copy_engine = ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
-    ctx_.remote->issue(tbi, ins, copy_engine ? ctx_.cfg.num_sms : tb.sm);
+    ctx_.remote->issue(tbi, ins, is_dma(ins.op()) ? ctx_.cfg.num_sms : tb.sm);
   } else {
     exec_local_memory(tbi, ins);  // also a .cais / remote op whose owner is this GPU
   }
@@ -210,7 +214,8 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
   const std::uint64_t off = static_cast<std::uint64_t>(eval(tb, ins.addr()));
   const std::uint32_t rows = std::max<std::uint32_t>(1, ins.rows());
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * ins.row_bytes();
-  const bool dma = ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE;
+  const bool dma = is_dma(ins.op());
+  const bool accumulate = ins.op() == isa::DMA_REDUCE || ins.op() == isa::DMA_PUSH_REDUCE;
   const bool write = ins.op() == isa::ST || ins.op() == isa::ST_REMOTE || ins.op() == isa::RED_CAIS || dma;
   const std::uint64_t key = mix64(mix64((static_cast<std::uint64_t>(ins.buffer()) << 32) ^ off) ^
                                   (static_cast<std::uint64_t>(rows) << 40) ^ (static_cast<std::uint64_t>(ins.row_bytes()) << 8) ^
@@ -222,7 +227,7 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
     t = std::max(t, mem.access(ctx_.now(), tb.sm, mix64(soff ^ (static_cast<std::uint64_t>(ins.src_buffer()) << 32)), bytes, false));
     if (ctx_.functional)
       ctx_.fmem->copy_rows(ins.src_buffer(), soff, ins.buffer(), off, rows, ins.row_bytes(),
-                           ins.row_stride() ? ins.row_stride() : ins.row_bytes(), ins.op() == isa::DMA_REDUCE);
+                           ins.row_stride() ? ins.row_stride() : ins.row_bytes(), accumulate);
   } else if (ctx_.functional) {
     const double v = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
     if (write) ctx_.fmem->fill(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(), v, ins.op() == isa::RED_CAIS);

@@ -1,5 +1,6 @@
 #include "cais/gpu/nvlink_hub.h"
 
+#include "cais/dma.h"
 #include "cais/errors.h"
 #include "cais/gpu/functional_memory.h"
 #include "cais/gpu/local_memory.h"
@@ -22,6 +23,7 @@ void NvlinkHub::on_arrival(PacketHandle h) {
     case proto::PKT_CAIS_RED:
     case proto::PKT_MM_ST:
     case proto::PKT_MM_RED:
+    case proto::PKT_DMA:
       return serve(h);
     case proto::PKT_MM_ACK:  // the switch's one ack per multicast store (member acks stay in it)
     case proto::PKT_READ_RESP:
@@ -77,6 +79,20 @@ void NvlinkHub::serve(PacketHandle h) {
       ctx_.schedule(now + l2_lat, kRespond, h);
       return;
     }
+    case proto::PKT_DMA: {  // a peer's DMA push, or a switch's copy of a multicast one
+      const DmaOp op = dma_op(p.aux);
+      if (op == DmaOp::kMulticastStore || op == DmaOp::kMulticastReduce)
+        throw InvariantError(ctx_.name() + ": a multicast DMA push reached a GPU unreplicated (net.features needs nvls)");
+      ctx_.mem->remote_write(now, p.payload_bytes);
+      if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, op == DmaOp::kReduceCopy);
+      const bool copy = p.origin >= sim.num_gpus();
+      if (copy && !ctx_.ports->member_acks()) {  // the switch acked the issuer already
+        sim.packets().release(h);
+        return;
+      }
+      ctx_.schedule(now + l2_lat, kRespond, h);  // WRITE_ACK (unicast) or MM_ACK (member ack)
+      return;
+    }
     default: {  // CAIS_RED (merged sum), MM_ST / MM_RED (multicast copies)
       ctx_.mem->remote_write(now, p.payload_bytes);
       if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, p.type != proto::PKT_MM_ST);
@@ -111,6 +127,11 @@ void NvlinkHub::on_respond(PacketHandle h) {
     case proto::PKT_WRITE: q.type = proto::PKT_WRITE_ACK; q.payload_bytes = 0; break;
     case proto::PKT_MM_ST:
     case proto::PKT_MM_RED: q.type = proto::PKT_MM_ACK; q.payload_bytes = 0; q.count = 1; break;
+    case proto::PKT_DMA:
+      q.type = req.origin >= sim.num_gpus() ? proto::PKT_MM_ACK : proto::PKT_WRITE_ACK;
+      q.payload_bytes = 0;
+      q.count = 1;
+      break;
     default: throw InvariantError("respond: not a request");
   }
   if (ctx_.functional && q.payload_bytes) ctx_.fmem->read_values(req.addr, q.payload_bytes, q.values);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cais/dma.h"
 #include "cais/errors.h"
 #include "cais/gpu/block_executor.h"
 #include "cais/gpu/functional_memory.h"
@@ -59,6 +60,22 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
       op.elem_bytes = bufs[ins.src_buffer()].elem_bytes;
       break;
     }
+    case isa::DMA_PUSH:
+    case isa::DMA_PUSH_REDUCE: {  // a push: the local source goes out as PKT_DMA writes
+      const bool reduce = ins.op() == isa::DMA_PUSH_REDUCE;
+      op.type = proto::PKT_DMA;
+      op.local_off = bufs[ins.src_buffer()].base + static_cast<std::uint64_t>(ev(ins.src_addr()));
+      op.elem_bytes = bufs[ins.src_buffer()].elem_bytes;
+      if (bufs[ins.buffer()].b->multicast()) {  // to every member of the NVLS group, via the switch
+        op.addr = kMulticastBit | off;
+        op.peer = 0;
+        op.aux = dma_aux(reduce ? DmaOp::kMulticastReduce : DmaOp::kMulticastStore, ctx_.wl.proto().num_gpus());
+      } else {  // a reduce-write adds at the destination (cais/dma.h)
+        op.addr = unicast_addr(op.peer, off);
+        op.aux = dma_aux(reduce ? DmaOp::kReduceCopy : DmaOp::kUnicast, 1);
+      }
+      break;
+    }
     case isa::FLAG_SIGNAL:
       op.type = proto::PKT_WRITE;
       op.flag = true;
@@ -73,7 +90,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     op.addr = kMulticastBit | off;
     op.peer = 0;
     op.aux = ctx_.wl.proto().num_gpus();
-  } else if (ins.op() != isa::DMA_COPY && ins.op() != isa::DMA_REDUCE) {
+  } else if (!is_dma(ins.op())) {
     op.addr = unicast_addr(op.peer, off);
   }
   if (op.row_bytes == 0) {  // nothing to move
@@ -173,13 +190,21 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
       p.count = 0;
       cls = kPost;
       break;
+    case proto::PKT_DMA: {  // the copy engine reads its source (L2/HBM) and writes it out
+      p.payload_bytes = bytes;
+      cls = kPost;
+      const std::uint64_t src = op.local_off + (addr - op.addr);
+      ctx_.mem->remote_read(sim.now(), bytes);
+      if (ctx_.functional) ctx_.fmem->read_values(unicast_addr(ctx_.rank, src), bytes, p.values);
+      break;
+    }
     default:  // CAIS_RED: one contribution
       p.payload_bytes = bytes;
       p.count = 1;
       cls = kPost;
       break;
   }
-  if (ctx_.functional && p.payload_bytes && !op.flag) p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
+  if (ctx_.functional && p.payload_bytes && !op.flag && op.type != proto::PKT_DMA) p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes);
   ports.enqueue(h, ports.plane(p.addr), cls);

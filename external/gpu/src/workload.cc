@@ -27,11 +27,19 @@ bool is_remote_op(isa::Opcode op) {
   switch (op) {
     case isa::LD_REMOTE: case isa::ST_REMOTE: case isa::LD_CAIS: case isa::RED_CAIS:
     case isa::MM_LD_REDUCE: case isa::MM_ST: case isa::MM_RED: case isa::DMA_COPY: case isa::DMA_REDUCE:
+    case isa::DMA_PUSH: case isa::DMA_PUSH_REDUCE:
       return true;
     default:
       return false;
   }
 }
+}  // namespace
+
+bool is_dma(isa::Opcode op) {
+  return op == isa::DMA_COPY || op == isa::DMA_REDUCE || op == isa::DMA_PUSH || op == isa::DMA_PUSH_REDUCE;
+}
+
+namespace {
 bool has_buffer(isa::Opcode op) {
   return op != isa::MMA && op != isa::ALU && op != isa::BAR && op != isa::WAIT && op != isa::CAIS_SYNC &&
          op != isa::LOOP && op != isa::ENDLOOP;
@@ -72,9 +80,13 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
         throw ConfigError("workload", where(i) + ": no opcode");
       if (has_buffer(ins.op()) && ins.buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
         throw ConfigError("workload", where(i) + ": buffer index out of range");
-      if ((ins.op() == isa::DMA_COPY || ins.op() == isa::DMA_REDUCE) &&
-          ins.src_buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
+      if (is_dma(ins.op()) && ins.src_buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
         throw ConfigError("workload", where(i) + ": source buffer index out of range");
+      const bool push = ins.op() == isa::DMA_PUSH || ins.op() == isa::DMA_PUSH_REDUCE;
+      if (push && wl.buffers(ins.src_buffer()).multicast())
+        throw ConfigError("workload", where(i) + ": a dma push reads a local (not multicast) buffer");
+      if (push && ins.rows() > 1 && ins.row_stride() && ins.row_stride() != ins.row_bytes())
+        throw ConfigError("workload", where(i) + ": dma ops move contiguous ranges (rows x row_bytes with stride == row_bytes)");
       const bool mm = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
       if (mm && !wl.buffers(ins.buffer()).multicast())
         throw ConfigError("workload", where(i) + ": multimem needs a multicast buffer");

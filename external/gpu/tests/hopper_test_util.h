@@ -207,6 +207,42 @@ inline proto::Configure make_config(const isa::Workload& wl, std::uint32_t gpus,
   return c;
 }
 
+// Replace the probe switch of make_config(..., probe = true) by the NVSwitch router with the
+// harness's default network parameters (harness/params/net.py) and `features`.
+inline void use_nvswitch(proto::Configure& c, const std::string& features = "", bool member_acks = false) {
+  auto& m = *c.mutable_params();
+  m["host.switch_model"].set_s("nvswitch");
+  m["net.vcs_per_port"].set_i(8);
+  m["net.vc_depth_flits"].set_i(256);
+  m["net.vc_buffer_scope"].set_s("lane");
+  for (const char* k : {"net.routing_delay_ns", "net.vc_alloc_delay_ns", "net.sw_alloc_delay_ns", "net.xbar_delay_ns",
+                        "net.credit_delay_ns"})
+    m[k].set_d(1.0);
+  m["net.stats_bin_ns"].set_d(1000.0);
+  m["net.sw_alloc_patience"].set_i(2);
+  m["net.functional"].set_b(true);
+  m["net.features"].set_s(features);
+  if (features.find("nvls") != std::string::npos) {
+    m["net.nvls.multicast_delay_ns"].set_d(10.0);
+    m["net.nvls.reduce_delay_ns"].set_d(10.0);
+    m["net.nvls.member_acks"].set_b(member_acks);
+  }
+}
+
+// Run a configuration to the end; statistics by name ("end": the final time).
+inline std::map<std::string, double> run_config(HostedModel& h, const proto::Configure& c) {
+  h.configure(c);
+  h.sim().run_until(kNever);
+  EXPECT_TRUE(h.done()) << h.blocked_reason();
+  h.check_drained();
+  proto::Stats s;
+  h.export_stats(&s);
+  std::map<std::string, double> st;
+  for (const auto& x : s.stats()) st[x.name()] = x.value();
+  st["end"] = static_cast<double>(h.sim().now());
+  return st;
+}
+
 struct RunResult {
   std::unique_ptr<HostedModel> m;
   std::map<std::string, double> stats;

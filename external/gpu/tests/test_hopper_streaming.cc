@@ -27,30 +27,13 @@ Utilisation stream(const std::string& scope) {
 
   proto::Configure c = make_config(wl, 2, true);  // 2 GPUs, one 4-lane 100 GB/s port each, 250 ns
   set_gpu_defaults(c, kBlocks);
+  use_nvswitch(c);
   auto& m = *c.mutable_params();
   m["gpu.max_outstanding_per_sm"].set_i(256);
-  m["host.switch_model"].set_s("nvswitch");
-  // harness/params/net.py defaults
-  m["net.vcs_per_port"].set_i(8);
-  m["net.vc_depth_flits"].set_i(256);
   m["net.vc_buffer_scope"].set_s(scope);
-  for (const char* k : {"net.routing_delay_ns", "net.vc_alloc_delay_ns", "net.sw_alloc_delay_ns", "net.xbar_delay_ns",
-                        "net.credit_delay_ns"})
-    m[k].set_d(1.0);
-  m["net.stats_bin_ns"].set_d(1000.0);
-  m["net.sw_alloc_patience"].set_i(2);
   m["net.functional"].set_b(false);
-  m["net.features"].set_s("");
-
   HostedModel h;
-  h.configure(c);
-  h.sim().run_until(kNever);
-  EXPECT_TRUE(h.done()) << h.blocked_reason();
-  h.check_drained();
-  proto::Stats s;
-  h.export_stats(&s);
-  std::map<std::string, double> st_;
-  for (const auto& x : s.stats()) st_[x.name()] = x.value();
+  auto st_ = run_config(h, c);
   const auto& L = dynamic_cast<const HopperGpu&>(*h.nodes()[0]).launch_state(0);
   const double window_ps = static_cast<double>(L.end_ps - L.start_ps);
   const double bytes_per_ps = 100.0 / 1000.0;

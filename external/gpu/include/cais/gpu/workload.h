@@ -78,6 +78,8 @@ inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int6
 }
 
 std::uint32_t dtype_bytes(isa::DType d);
+// Copy-engine ops (a source buffer, the copy engine's issue queue).
+bool is_dma(isa::Opcode op);
 const char* opcode_name(isa::Opcode op);
 
 }  // namespace cais::gpu

@@ -27,7 +27,7 @@
 // the crossbar one after another from the port the request came in on.
 //
 // DMA-driven NVLS (T3-NVLS; NVIDIA's DMA-based NVLS design): a PKT_DMA carries its operation
-// and group size in aux = (op << 16) | group_size (see dma_aux()):
+// and group size in aux = (op << 16) | group_size (cais/dma.h):
 //   kUnicast          an ordinary DMA write to dst, forwarded untouched;
 //   kMulticastStore   multicast like MM_ST; copies are PKT_DMA with op kStoreCopy;
 //   kMulticastReduce  multicast like MM_RED; copies are PKT_DMA with op kReduceCopy (the
@@ -39,24 +39,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cais/dma.h"
 #include "cais/net/feature_util.h"
 #include "cais/net/switch_feature.h"
 #include "cais/stats.h"
 
 namespace cais::net {
-
-enum class DmaOp : std::uint32_t {
-  kUnicast = 0,
-  kMulticastStore = 1,
-  kMulticastReduce = 2,
-  kStoreCopy = 3,
-  kReduceCopy = 4,
-};
-inline std::uint32_t dma_aux(DmaOp op, std::uint32_t group_size) {
-  return (static_cast<std::uint32_t>(op) << 16) | (group_size & 0xffffu);
-}
-inline DmaOp dma_op(std::uint32_t aux) { return static_cast<DmaOp>(aux >> 16); }
-inline std::uint32_t dma_group_size(std::uint32_t aux) { return aux & 0xffffu; }
 
 struct NvlsConfig {
   TimePs multicast_delay_ps = 0;  // replication of a multicast request into its copies
