@@ -141,14 +141,19 @@ def build_root() -> type:
         ("out_dir", Optional[str], field(default=None, metadata={
             "doc": "Folder for results.csv and what comes with it (a sweep: out_dir/N per point); "
                    "null: outputs/DATE/TIME-PID-RANDOM, never shared by two runs."})),
-        ("phase", str, field(default="inference")),
-        ("workload", str, field(default="traffic")),
+        ("phase", str, field(default="inference", metadata={"doc": "inference (prefill: the forward pass) or "
+                                                            "training (forward, then backward) of a layer workload."})),
+        ("workload", str, field(default="traffic", metadata={"doc": "traffic (the GPU model's own traffic), or an LLM "
+                                                             "layer lowered by a scheme: layer, sublayer_l1..sublayer_l4 "
+                                                             "(docs/SCHEMES.md)."})),
         ("cosim", CosimConfig, field(default_factory=CosimConfig)),
         ("system", SystemConfig, field(default_factory=SystemConfig)),
         ("model", ModelConfig, field(default_factory=ModelConfig)),
         # A scheme's parameters are its module's dataclass (harness/schemes), checked at run start:
         # here a dict, so that each conf/scheme/<name>.yaml can carry its own keys.
-        ("scheme", Dict[str, Any], field(default_factory=lambda: {"name": "none"})),
+        ("scheme", Dict[str, Any], field(default_factory=lambda: {"name": "none"}, metadata={
+            "doc": "The scheme that lowers a layer workload (conf/scheme: name plus its own parameters, declared "
+                   "by its module in harness/schemes; none for workload=traffic)."})),
         ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
     ]
     taken = {name for name, _, _ in fixed}
