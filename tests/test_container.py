@@ -133,7 +133,8 @@ BUILD_STREAM = [
     {"stream": " ---> 1234\n"},
     {"stream": "Step 2/3 : RUN scripts/setup.sh\n"},
     {"stream": "compiling gpu engine\n"},
-    {"stream": "E: Unable to locate package cmake\n"},
+    {"stream": "\x1b[91mE: Unable to locate package cmake\n\x1b[0m"},
+    {"stream": "Removing intermediate container 43ce49c3ab60\n"},
     {"error": "The command '/bin/sh -c scripts/setup.sh' returned a non-zero code: 100",
      "errorDetail": {"message": "The command '/bin/sh -c scripts/setup.sh' returned a non-zero code: 100"}},
 ]
@@ -146,10 +147,16 @@ def test_build_failure_names_the_step_and_its_output_tail(capsys, monkeypatch):
     code, err = _main(capsys, "build")
     assert code == 2
     first, *rest = err.splitlines()
-    assert "image build failed at Step 2/3 : RUN scripts/setup.sh" in first and "non-zero code: 100" in first
-    assert "E: Unable to locate package cmake" in rest and " ---> 1234" not in rest  # that step's output only
+    assert first == "cais-container: error: image build failed at Step 2/3 : RUN scripts/setup.sh: the command exited with code 100"
+    assert rest[-2:] == ["compiling gpu engine", "E: Unable to locate package cmake"]  # that step's, no colours
     assert client.api.build.call_args.kwargs["network_mode"] == "host"
     assert client.api.build.call_args.kwargs["buildargs"] == {"BASE_IMAGE": BuildSettings().base_image}
+
+
+def test_tls_failure_in_a_step_suggests_ca_cert():
+    message = build.failure_message("Step 11/12 : RUN scripts/setup.sh", "returned a non-zero code: 1",
+                                    ["SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] ...'))"])
+    assert "--ca-cert FILE" in message.splitlines()[0]
 
 
 def test_build_log_shows_step_progress():
