@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -89,6 +90,7 @@ def build_debian_base(client, settings: BuildSettings, log: Callable[[str], None
                              "(`sudo apt-get install debootstrap`), or load a base image (`docker load`) "
                              "and name it with --base-image")
     sudo = _as_root()
+    start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="cais-debootstrap-"))  # TMPDIR: needs ~0.5 GB
     rootfs, archive = work / "rootfs", work / "rootfs.tar"
     try:
@@ -102,4 +104,4 @@ def build_debian_base(client, settings: BuildSettings, log: Callable[[str], None
         subprocess.run([*sudo, "rm", "-rf", "--one-file-system", str(work)], check=False)
     if not present(client, settings.fallback_base_image):
         raise ContainerError(f"docker import did not produce {settings.fallback_base_image}")
-    log(f"base image {settings.fallback_base_image}: imported")
+    log(f"base image {settings.fallback_base_image}: imported ({time.monotonic() - start:.0f} s for debootstrap and import)")
