@@ -220,7 +220,7 @@ def _host_extra_ca_certs() -> list[Path]:
     return sorted(Path("/usr/local/share/ca-certificates").glob("**/*.crt"))
 
 
-def test_reproduction_in_the_image_leaves_results_owned_by_the_caller(docker_client, tmp_path, monkeypatch):
+def test_reproduce_through_a_real_engine(docker_client, tmp_path, monkeypatch):
     build.build_image(docker_client, BuildSettings(ca_certs=_host_extra_ca_certs()), print)
     uid, gid = os.getuid(), os.getgid()
     if uid == 0:  # root owns everything anyway: run as someone else to see the uid travel
