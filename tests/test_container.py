@@ -232,3 +232,22 @@ def test_reproduce_through_a_real_engine(docker_client, tmp_path, monkeypatch):
     assert results.stat().st_uid == uid and results.stat().st_gid == gid
     header, row = results.read_text().splitlines()
     assert header.startswith("system,gpus,") and row.startswith("dgx_h100,8,")  # the default system ran
+
+
+def test_debian_base_is_debootstrapped_then_imported(monkeypatch):
+    client = _client(image_present=False)
+    steps = []
+    monkeypatch.setattr(base_image.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(base_image.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(base_image, "_run_logged", lambda cmd, what, log: steps.append(cmd))
+    monkeypatch.setattr(base_image, "present", lambda c, name: bool(client.api.import_image_from_file.called))
+    settings = BuildSettings(debian_mirror="http://mirror.example/debian")
+    base_image.build_debian_base(client, settings, print)
+    debootstrap, tar = steps
+    assert debootstrap[:3] == ["/usr/sbin/debootstrap", "--variant=minbase", "bookworm"]
+    assert debootstrap[-1] == "http://mirror.example/debian" and tar[0] == "tar"
+    (archive,), options = client.api.import_image_from_file.call_args
+    assert archive == str(Path(debootstrap[3]).parent / "rootfs.tar")
+    assert (options["repository"], options["tag"]) == ("cais-debian-base", "bookworm")
+    assert any(change.startswith("ENV PATH=") for change in options["changes"])
+    assert not Path(debootstrap[3]).parent.exists()  # the work directory is gone

@@ -98,8 +98,11 @@ def build_debian_base(client, settings: BuildSettings, log: Callable[[str], None
                      settings.debian_mirror], "debootstrap", log)
         _run_logged([*sudo, "tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
                     "tar of the debootstrap tree", log)
-        repo, _, tag = settings.fallback_base_image.rpartition(":")
-        client.api.import_image_from_file(str(archive), repository=repo, tag=tag, changes=IMPORT_CHANGES)
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(settings.fallback_base_image)
+        client.api.import_image_from_file(str(archive), repository=repo, tag=tag or "latest",
+                                          changes=IMPORT_CHANGES)
     finally:
         subprocess.run([*sudo, "rm", "-rf", "--one-file-system", str(work)], check=False)
     if not present(client, settings.fallback_base_image):
