@@ -133,7 +133,8 @@ BUILD_STREAM = [
     {"stream": " ---> 1234\n"},
     {"stream": "Step 2/3 : RUN scripts/setup.sh\n"},
     {"stream": "compiling gpu engine\n"},
-    {"stream": "E: Unable to locate package cmake\n"},
+    {"stream": "\x1b[91mE: Unable to locate package cmake\n\x1b[0m"},
+    {"stream": "Removing intermediate container 43ce49c3ab60\n"},
     {"error": "The command '/bin/sh -c scripts/setup.sh' returned a non-zero code: 100",
      "errorDetail": {"message": "The command '/bin/sh -c scripts/setup.sh' returned a non-zero code: 100"}},
 ]
@@ -146,10 +147,16 @@ def test_build_failure_names_the_step_and_its_output_tail(capsys, monkeypatch):
     code, err = _main(capsys, "build")
     assert code == 2
     first, *rest = err.splitlines()
-    assert "image build failed at Step 2/3 : RUN scripts/setup.sh" in first and "non-zero code: 100" in first
-    assert "E: Unable to locate package cmake" in rest and " ---> 1234" not in rest  # that step's output only
+    assert first == "cais-container: error: image build failed at Step 2/3 : RUN scripts/setup.sh: the command exited with code 100"
+    assert rest[-2:] == ["compiling gpu engine", "E: Unable to locate package cmake"]  # that step's, no colours
     assert client.api.build.call_args.kwargs["network_mode"] == "host"
     assert client.api.build.call_args.kwargs["buildargs"] == {"BASE_IMAGE": BuildSettings().base_image}
+
+
+def test_tls_failure_in_a_step_suggests_ca_cert():
+    message = build.failure_message("Step 11/12 : RUN scripts/setup.sh", "returned a non-zero code: 1",
+                                    ["SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] ...'))"])
+    assert "--ca-cert FILE" in message.splitlines()[0]
 
 
 def test_build_log_shows_step_progress():
@@ -213,7 +220,7 @@ def _host_extra_ca_certs() -> list[Path]:
     return sorted(Path("/usr/local/share/ca-certificates").glob("**/*.crt"))
 
 
-def test_reproduction_in_the_image_leaves_results_owned_by_the_caller(docker_client, tmp_path, monkeypatch):
+def test_reproduce_through_a_real_engine(docker_client, tmp_path, monkeypatch):
     build.build_image(docker_client, BuildSettings(ca_certs=_host_extra_ca_certs()), print)
     uid, gid = os.getuid(), os.getgid()
     if uid == 0:  # root owns everything anyway: run as someone else to see the uid travel
@@ -225,3 +232,22 @@ def test_reproduction_in_the_image_leaves_results_owned_by_the_caller(docker_cli
     assert results.stat().st_uid == uid and results.stat().st_gid == gid
     header, row = results.read_text().splitlines()
     assert header.startswith("system,gpus,") and row.startswith("dgx_h100,8,")  # the default system ran
+
+
+def test_debian_base_is_debootstrapped_then_imported(monkeypatch):
+    client = _client(image_present=False)
+    steps = []
+    monkeypatch.setattr(base_image.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(base_image.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(base_image, "_run_logged", lambda cmd, what, log: steps.append(cmd))
+    monkeypatch.setattr(base_image, "present", lambda c, name: bool(client.api.import_image_from_file.called))
+    settings = BuildSettings(debian_mirror="http://mirror.example/debian")
+    base_image.build_debian_base(client, settings, print)
+    debootstrap, tar = steps
+    assert debootstrap[:3] == ["/usr/sbin/debootstrap", "--variant=minbase", "bookworm"]
+    assert debootstrap[-1] == "http://mirror.example/debian" and tar[0] == "tar"
+    (archive,), options = client.api.import_image_from_file.call_args
+    assert archive == str(Path(debootstrap[3]).parent / "rootfs.tar")
+    assert (options["repository"], options["tag"]) == ("cais-debian-base", "bookworm")
+    assert any(change.startswith("ENV PATH=") for change in options["changes"])
+    assert not Path(debootstrap[3]).parent.exists()  # the work directory is gone

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -89,6 +90,7 @@ def build_debian_base(client, settings: BuildSettings, log: Callable[[str], None
                              "(`sudo apt-get install debootstrap`), or load a base image (`docker load`) "
                              "and name it with --base-image")
     sudo = _as_root()
+    start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="cais-debootstrap-"))  # TMPDIR: needs ~0.5 GB
     rootfs, archive = work / "rootfs", work / "rootfs.tar"
     try:
@@ -96,10 +98,13 @@ def build_debian_base(client, settings: BuildSettings, log: Callable[[str], None
                      settings.debian_mirror], "debootstrap", log)
         _run_logged([*sudo, "tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
                     "tar of the debootstrap tree", log)
-        repo, _, tag = settings.fallback_base_image.rpartition(":")
-        client.api.import_image_from_file(str(archive), repository=repo, tag=tag, changes=IMPORT_CHANGES)
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(settings.fallback_base_image)
+        client.api.import_image_from_file(str(archive), repository=repo, tag=tag or "latest",
+                                          changes=IMPORT_CHANGES)
     finally:
         subprocess.run([*sudo, "rm", "-rf", "--one-file-system", str(work)], check=False)
     if not present(client, settings.fallback_base_image):
         raise ContainerError(f"docker import did not produce {settings.fallback_base_image}")
-    log(f"base image {settings.fallback_base_image}: imported")
+    log(f"base image {settings.fallback_base_image}: imported ({time.monotonic() - start:.0f} s for debootstrap and import)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import re
 import time
 from typing import Callable, Iterable
 
@@ -11,6 +12,20 @@ from harness.container.engine import ContainerError, errors
 from harness.container.settings import BuildSettings
 
 TAIL_LINES = 30
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours a step's stderr
+ENGINE_NOISE = ("Removing intermediate container", " ---> ")
+STEP_SHOWN_CHARS = 90
+
+
+def failure_message(step: str, error: str, tail: list[str]) -> str:
+    """One line naming the step and why it failed, then that step's last output lines."""
+    shown = step if len(step) <= STEP_SHOWN_CHARS else step[:STEP_SHOWN_CHARS] + " ..."
+    code = re.search(r"returned a non-zero code: (\d+)", error)
+    reason = f"the command exited with code {code.group(1)}" if code else error.strip()
+    if any("CERTIFICATE_VERIFY_FAILED" in line for line in tail):
+        reason += " (TLS verification failed: behind an intercepting proxy, pass its CA with --ca-cert FILE)"
+    output = "\n".join(tail) if tail else "(no output)"
+    return f"image build failed at {shown}: {reason}\n--- output of that step (last lines) ---\n{output}"
 
 
 def follow_build(chunks: Iterable[dict], log: Callable[[str], None], clock=time.monotonic) -> None:
@@ -22,17 +37,16 @@ def follow_build(chunks: Iterable[dict], log: Callable[[str], None], clock=time.
     for chunk in chunks:
         if "error" in chunk:
             message = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-            output = "\n".join(tail) if tail else "(no output)"
-            raise ContainerError(f"image build failed at {step}: {message.strip()}\n"
-                                 f"--- output of that step (last lines) ---\n{output}")
-        for line in chunk.get("stream", "").splitlines():
+            raise ContainerError(failure_message(step, message, list(tail)))
+        for line in ANSI_ESCAPE.sub("", chunk.get("stream", "")).splitlines():
             if line.startswith("Step "):
                 step = line.strip()
                 tail.clear()
                 elapsed = int(clock() - start)
                 log(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {step}")
             elif line.strip():
-                tail.append(line.rstrip())
+                if not line.startswith(ENGINE_NOISE):
+                    tail.append(line.rstrip())
                 log(f"    {line.rstrip()}")
         if "status" in chunk:  # a pull inside the build (not with the default settings)
             log(f"    {chunk['status']} {chunk.get('progress', '')}".rstrip())

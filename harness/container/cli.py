@@ -24,11 +24,12 @@ def _doc(cls, name: str) -> str:
     import ast
     import inspect
 
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and node.target.id == name and isinstance(after, ast.Expr):
-            return after.value.value
-    return ""
+    for klass in cls.__mro__[:-1]:  # the field may be declared in a base class
+        body = ast.parse(inspect.getsource(klass)).body[0].body
+        for node, after in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and node.target.id == name and isinstance(after, ast.Expr):
+                return after.value.value
+    raise RuntimeError(f"{cls.__name__}.{name}: no doc string in settings.py")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,11 +19,17 @@ def dockerfile_default_base() -> str:
 
 
 @dataclass
-class BuildSettings:
-    """How `cais-container build` makes the image."""
+class ImageSettings:
+    """The image every subcommand works on."""
 
     image: str = "cais-sim:latest"
-    """Tag of the image that is built (and that `test` and `reproduce` run)."""
+    """Tag of the image that `build` makes and `test` and `reproduce` run."""
+
+
+@dataclass
+class BuildSettings(ImageSettings):
+    """How `cais-container build` makes the image."""
+
     base_image: str = field(default_factory=dockerfile_default_base)
     """Image to build on (the Dockerfile's BASE_IMAGE); pulled if absent."""
     fallback_base_image: str = "cais-debian-base:bookworm"
@@ -41,10 +47,8 @@ class BuildSettings:
 
 
 @dataclass
-class RunSettings:
+class RunSettings(ImageSettings):
     """How `cais-container test` and `reproduce` run the image."""
 
-    image: str = "cais-sim:latest"
-    """Tag of the image to run (built by `cais-container build`)."""
     out: Path = Path("cais-results")
     """Host directory that receives a reproduction's results (results.csv, config.yaml, ...)."""
