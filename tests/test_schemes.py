@@ -9,7 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+import math
+
 from harness import schemes
+from harness.kernels.gemm import plan
 from harness.workload import build, from_config
 
 from conftest import compose, run_cli
@@ -39,14 +42,29 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     """Payload bytes summed over the 8 GPUs, per packet type, from spec section 1.6 (D = bytes of
     the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
     copy of the slices being reduced) and multimem.st sends D/N; NCCL's ring sends 2(N-1)/N D for
-    an AllReduce) plus the flags: 8 B per flag write (NVLS: 2 barriers of N-1 writes per channel
+    an AllReduce; FuseLib: the partial tiles to their owners and the sums back, 2(N-1)/N D) plus
+    the flags: 8 B per flag write (NVLS: 2 barriers of N-1 writes per channel
     for an AllReduce, 1 for RS/AG; ring: one per step per channel per chunk)."""
     spec = schemes.get(scheme)
     params = schemes.params_from_config(spec, compose(*BASE, f"scheme={scheme}").scheme)
-    C = params.channels
+    C = getattr(params, "channels", 0)
     out = {"read_resp": 0, "mm_st": 0, "write": 0}
+    graph = build(from_config(compose(*BASE).model), phase, workload, spec.partition, G)
     for op in _collectives(scheme, phase, workload):
         D = op.bytes
+        if scheme in ("fuselib", "fuselib_nvls"):
+            # per tile of the producer GEMM not owned by its GPU: one 8 B flag write to the owner;
+            # the closing barrier: N-1 flag writes per GPU
+            gemm = graph.op(op.deps[0])
+            c = plan(gemm.M, gemm.N, gemm.K, 66, gemm.M // G)
+            tiles = math.ceil(gemm.N / c.tn) * math.ceil(gemm.M / c.tm)
+            out["write"] += G * 8 * (tiles * (G - 1) // G) + G * 8 * (G - 1)
+            if scheme == "fuselib":  # partial tiles to their owners, then the sums to every GPU
+                out["write"] += G * (2 * (G - 1) * D // G)
+            else:  # ld_reduce reads every GPU's whole partial; multimem.st sends D/N per GPU
+                out["read_resp"] += G * D
+                out["mm_st"] += D
+            continue
         if scheme == "coconet":
             chunks = params.chunks
             out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1)
@@ -61,7 +79,7 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls"])
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls"])
 @pytest.mark.parametrize("phase,workload", CASES)
 def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
     row = _run(tmp_path, scheme, phase, workload)

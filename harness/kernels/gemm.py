@@ -49,6 +49,7 @@ class Signal:
     where: str = "local"    # local: this GPU's counter; owner: the tile's owner's flag
     rows_per_flag: int = 0  # flag of a tile = its first row // rows_per_flag (0: one flag per tile)
     value: int = 1
+    owner_local: bool = False  # one flag per tile, numbered within the owner's row shard
 
 
 SOURCES = ("local", "remote", "cais")
@@ -140,6 +141,10 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
                 raise ValueError(f"gemm '{name}': a flag's rows {signal.rows_per_flag} must be whole tiles of {c.tm}")
             addr = affine(0)
             addr.quotient.add(block_y=1, divisor=signal.rows_per_flag // c.tm, scale=8)
+        elif signal.owner_local:  # tile (bx, by mod tiles-per-owner) of the owner's shard
+            owner_rows = sink.owner_rows or source.owner_rows
+            addr = affine(0, bx=8, by=8 * gx)
+            addr.quotient.add(block_y=1, divisor=owner_rows // c.tm, scale=-8 * gx * (owner_rows // c.tm))
         else:
             addr = affine(0, bx=8, by=8 * gx)
         if signal.where == "local":

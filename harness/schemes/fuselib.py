@@ -1,0 +1,109 @@
+"""FuseLib (Punniyamurthy et al., SC'24): GEMM + AllReduce fused, the work-groups that computed a
+tile communicate it at once while others keep computing; no NVLS (spec 2.3 and A19).
+
+Modelled as the two phases of FuseLib's persistent kernel, on two streams so that no launch gap
+separates them:
+  compute   the row-parallel GEMM; each tile's block writes its partial tile into slot g of the
+            staging buffer on the tile's owner (owner of rows r: r // (T/N); zero-copy remote
+            stores) and adds 1 to that tile's flag on the owner;
+  reduce    blocks of the same kernel's communication phase, dispatched only once no compute tile
+            is waiting for an SM (the compute stream has priority, as persistent CTAs turn to
+            communication after their last tile): block (bx, by) on GPU g waits until all N
+            partials of its owned tile (bx, by // N) have landed, sums its 1/N slice of the tile's
+            rows and writes the sum to every GPU (remote stores: a direct AllGather).
+A one-block barrier after the reduce phase orders the next op after every GPU's stores. Per-GPU
+traffic equals a ring AllReduce: 2 (N-1)/N D each way.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.gpu.isa_text import isa
+from harness.kernels import flags as flag_ops
+from harness.kernels.builder import affine
+from harness.kernels.gemm import Signal, Sink, plan
+from harness.schemes import SchemeParams, register
+from harness.schemes.lowering import Lowering
+from harness.workload.graph import Collective, Gemm
+from harness.workload.models import ELEM_BYTES as ELEM
+
+
+@dataclass
+class FuseLibParams(SchemeParams):
+    reduce_threads: int = 256
+    """Threads of a communication-phase block."""
+
+
+def _slice_rows(lw: Lowering, op: Gemm, owner_rows: int):
+    c = plan(op.M, op.N, op.K, lw.t.num_sms, owner_rows)
+    G = lw.t.gpus
+    if c.tm % G:
+        raise ValueError(f"{op.name}: tile rows {c.tm} do not split over {G} GPUs")
+    return c, c.tm // G
+
+
+def lower_fused(graph, target, params, scheme: str, reduce_phase, sink_kind: str):
+    """Lower a TP graph; each (row-parallel GEMM -> AllReduce) becomes a compute phase with a
+    per-tile signal to the owner and a reduce phase `reduce_phase(p, lw, op, ar, ...)`."""
+    lw = Lowering(graph, target, scheme)
+    G = target.gpus
+    comm = lw.b.stream("comm", priority=-1)
+    pending: tuple[int, ...] = ()
+    ops = graph.ops
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        nxt = ops[i + 1] if i + 1 < len(ops) else None
+        if isinstance(op, Gemm) and op.out_partial and isinstance(nxt, Collective) and nxt.kind == "all_reduce":
+            owner_rows = op.M // G
+            c, rows = _slice_rows(lw, op, owner_rows)
+            gx, tpo = math.ceil(op.N / c.tn), owner_rows // c.tm
+            flags = lw.b.flags(f"{op.name}.tile_flags", gx * tpo)
+            ldc = op.N * ELEM
+            if sink_kind == "st_remote":
+                partial = lw.tensor(f"{op.name}.staging", G * owner_rows * ldc)
+            else:
+                partial = lw.out_of(op)
+            result = lw.tensor(nxt.name, op.M * ldc, multicast=True)
+            lw.gemm(op, sink=Sink(sink_kind, owner_rows), signal=Signal(flags, "owner", owner_local=True),
+                    out=partial, config=c, after=pending)
+            ki, p = lw.b.kernel(f"{nxt.name}.reduce", gx, tpo * G, threads=params.reduce_threads, regs=32)
+            wait = affine(0, bx=8)
+            wait.quotient.add(block_y=1, divisor=G, scale=8 * gx)
+            p.ins(isa.FLAG_WAIT, buffer=flags, addr=wait, value=G)  # every GPU's partial, own included
+            reduce_phase(p, lw, partial=partial, result=result, rows=rows, tn=c.tn, ldc=ldc, owner_rows=owner_rows)
+            red = lw.launch(nxt, ki, comm, after=pending)
+            bi, bp = lw.b.kernel(f"{nxt.name}.done", 1, 1, threads=32)
+            flag_ops.barrier(bp, lw.b.flags(f"{nxt.name}.done_flags", 1), affine(0), G)
+            pending = (lw.launch(nxt, bi, comm, after=(red,)),)
+            i += 2
+            continue
+        if isinstance(op, Collective):
+            raise ValueError(f"{scheme}: collective '{op.name}' does not follow a row-parallel GEMM")
+        lw.plain(op, after=pending)
+        pending = ()
+        i += 1
+    return lw.finish()
+
+
+def _reduce_by_stores(p, lw, *, partial, result, rows, tn, ldc, owner_rows):
+    """Sum the N staged partials of this block's rows, write the sum to every GPU."""
+    G = lw.t.gpus
+    row0 = affine(0, g=owner_rows * ldc, by=rows * ldc, bx=tn * ELEM)  # rows g*T/N + by*rows
+    for k in range(G):  # slot k: GPU k's partial of this GPU's shard
+        p.ins(isa.LD, buffer=partial, addr=affine(k * owner_rows * ldc, by=rows * ldc, bx=tn * ELEM), rows=rows,
+              row_bytes=tn * ELEM, row_stride=ldc, is_async=True)
+    p.ins(isa.WAIT, count=0)
+    p.ins(isa.ALU, elements=rows * tn * (G - 1), flops_per_element=1.0)
+    p.ins(isa.ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True)
+    for i in range(1, G):
+        p.ins(isa.ST_REMOTE, buffer=result, addr=row0, peer=affine(i, g=1, mod=G), rows=rows, row_bytes=tn * ELEM,
+              row_stride=ldc, is_async=True)
+    p.ins(isa.WAIT, count=0)
+
+
+@register("fuselib", partition="tp", params=FuseLibParams,
+          summary="FuseLib fused GEMM+AllReduce: per-tile remote stores to the owner, owner sums, direct AllGather")
+def lower(graph, target, params: FuseLibParams):
+    return lower_fused(graph, target, params, "fuselib", _reduce_by_stores, "st_remote")
