@@ -671,23 +671,25 @@ def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str 
 
 
 def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int, threads: int = 128,
-                      vec_elems: int = 4, dy: int | None = None) -> None:
+                      vec_elems: int = 4, dy: int | None = None, x_gpu_offset: int = 0) -> None:
     """The program of one layernorm block (row bx of x [rows, N] -> y); see layernorm().
     With `dy` (backward): LayerNorm's input gradient as PyTorch's layer_norm_backward runs it per
     row: pass 1 reads the row of dy beside x for the two row reductions, pass 2 reads them again
-    (L2 hits) with gamma to write dx into y: twice the row loads and about twice the arithmetic."""
+    (L2 hits) with gamma to write dx into y: twice the row loads and about twice the arithmetic.
+    x_gpu_offset: GPU g's rows start at g * x_gpu_offset in x (its shard of a full-size buffer)."""
     row, chunk = N * ELEM, threads * vec_elems * ELEM
     rounds = math.ceil(row / chunk)
     backward = dy is not None
     p.loop(rounds)  # pass 1: load, then Welford on the 4 elements (about 8 flops each)
-    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
+    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk)
     if backward:
         p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
     p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=16.0 if backward else 8.0)
     p.end()
     p.ins(isa.BAR)  # block reduction of the Welford partials through shared memory
     p.loop(rounds)  # pass 2
-    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk,
+          is_async=True)
     if backward:
         p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)

@@ -14,6 +14,18 @@ from harness.gpu.isa_text import isa
 from harness.gpu.kernels import Program, affine  # noqa: F401  (re-exported for kernel modules)
 
 
+def rotated(base, part_bytes: int, gpus: int, shift: int):
+    """A copy of affine `base` plus ((g + shift) mod gpus) * part_bytes: the part of a ring step
+    on GPU g (the modulo as a quotient term, so the rest of the address keeps its own terms)."""
+    a = isa.Affine()
+    a.CopyFrom(base)
+    k = shift % gpus + gpus
+    a.base += k * part_bytes
+    a.gpu += part_bytes
+    a.quotient.add(base=k, gpu=1, divisor=gpus, scale=-gpus * part_bytes)
+    return a
+
+
 @dataclass
 class Stream:
     """A CUDA-stream-like queue of launches; its last launch orders the next."""

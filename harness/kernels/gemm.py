@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from harness.gpu import kernels as calibrated
 from harness.gpu.isa_text import isa
-from harness.kernels.builder import WorkloadBuilder, affine
+from harness.kernels.builder import WorkloadBuilder, affine, rotated
 from harness.workload.models import ELEM_BYTES as ELEM
 
 TK = calibrated.TK
@@ -50,6 +50,7 @@ class Signal:
     rows_per_flag: int = 0  # flag of a tile = its first row // rows_per_flag (0: one flag per tile)
     value: int = 1
     owner_local: bool = False  # one flag per tile, numbered within the owner's row shard
+    base: int = 0           # byte offset of this GEMM's flags in the flag buffer
 
 
 SOURCES = ("local", "remote", "cais")
@@ -88,8 +89,15 @@ def _owner(tm: int, owner_rows: int):
 
 def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: int, out: int,
          source: Source = Source(), sink: Sink = Sink(), signal: Signal | None = None,
-         config: calibrated.GemmConfig | None = None, num_sms: int | None = None) -> tuple[int, calibrated.GemmConfig]:
-    """Add the GEMM kernel to `b`; returns (kernel index, tile config)."""
+         config: calibrated.GemmConfig | None = None, num_sms: int | None = None,
+         shard: tuple[int, int] | None = None, wait: tuple | None = None) -> tuple[int, calibrated.GemmConfig]:
+    """Add the GEMM kernel to `b`; returns (kernel index, tile config).
+
+    shard = (shard_rows, shift): the M rows of this GEMM are shard (g + shift) mod N of local A
+    and C buffers of N shards (a ring step's chunk, T3's row-chunk GEMMs). wait = (flags, addr,
+    value): every block first waits for that flag (a chunk's arrival)."""
+    if shard and (source.kind != "local" or sink.kind not in ("local", "none")):
+        raise ValueError(f"gemm '{name}': a shard GEMM reads and writes local buffers")
     if source.kind not in SOURCES:
         raise ValueError(f"gemm '{name}': unknown source '{source.kind}'")
     if sink.kind not in SINKS:
@@ -112,8 +120,10 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     def loads(shift: int):
         off = shift * TK * ELEM
         if source.kind == "local":
-            p.ins(isa.LD, is_async=True, buffer=a, addr=affine(off, by=c.tm * lda, loops=(TK * ELEM,)),
-                  rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+            a_addr = affine(off, by=c.tm * lda, loops=(TK * ELEM,))
+            if shard:
+                a_addr = rotated(a_addr, shard[0] * lda, b.gpus, shard[1])
+            p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
         else:
             p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
                   addr=_owner_terms(affine(off, loops=(TK * ELEM,)), c.tm, source.owner_rows, lda),
@@ -121,10 +131,15 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)), rows=b_rows,
               row_bytes=TK * ELEM, row_stride=lda)
 
+    if wait is not None:
+        p.ins(isa.FLAG_WAIT, buffer=wait[0], addr=wait[1], value=wait[2])
     calibrated._k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, calibrated._mma_shape(M, N, c))
     ldc = N * ELEM
     if sink.kind == "local":
-        p.ins(isa.ST, buffer=out, addr=affine(0, bx=c.tn * ELEM, by=c.tm * ldc), rows=tm_eff,
+        c_addr = affine(0, bx=c.tn * ELEM, by=c.tm * ldc)
+        if shard:
+            c_addr = rotated(c_addr, shard[0] * ldc, b.gpus, shard[1])
+        p.ins(isa.ST, buffer=out, addr=c_addr, rows=tm_eff,
               row_bytes=tn_eff * ELEM, row_stride=ldc)
     elif sink.kind == "red_cais":
         p.ins(isa.RED_CAIS, buffer=out, peer=_owner(c.tm, sink.owner_rows),
@@ -139,14 +154,14 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         if signal.rows_per_flag:
             if signal.rows_per_flag % c.tm:
                 raise ValueError(f"gemm '{name}': a flag's rows {signal.rows_per_flag} must be whole tiles of {c.tm}")
-            addr = affine(0)
+            addr = affine(signal.base)
             addr.quotient.add(block_y=1, divisor=signal.rows_per_flag // c.tm, scale=8)
         elif signal.owner_local:  # tile (bx, by mod tiles-per-owner) of the owner's shard
             owner_rows = sink.owner_rows or source.owner_rows
-            addr = affine(0, bx=8, by=8 * gx)
+            addr = affine(signal.base, bx=8, by=8 * gx)
             addr.quotient.add(block_y=1, divisor=owner_rows // c.tm, scale=-8 * gx * (owner_rows // c.tm))
         else:
-            addr = affine(0, bx=8, by=8 * gx)
+            addr = affine(signal.base, bx=8, by=8 * gx)
         if signal.where == "local":
             p.ins(isa.FLAG_SIGNAL, buffer=signal.flags, addr=addr, value=signal.value, scope=isa.LOCAL)
         else:

@@ -16,10 +16,11 @@ LN_THREADS = 128
 
 
 def layernorm(b: WorkloadBuilder, name: str, rows: int, cols: int, *, x: int, y: int, gamma: int, beta: int,
-              dy: int | None = None) -> int:
-    """One block per row (forward, or backward with the output gradient dy)."""
+              dy: int | None = None, x_gpu_offset: int = 0) -> int:
+    """One block per row (forward, or backward with the output gradient dy); x_gpu_offset: GPU
+    g's rows start at g * x_gpu_offset in x."""
     ki, p = b.kernel(name, rows, 1, threads=LN_THREADS, regs=32, smem=LN_THREADS // 32 * 3 // 2 * 4)
-    calibrated.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy)
+    calibrated.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy, x_gpu_offset=x_gpu_offset)
     return ki
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.gpu.isa_text import isa
-from harness.kernels.builder import Program, WorkloadBuilder, affine
+from harness.kernels.builder import Program, WorkloadBuilder, affine, rotated
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 
@@ -28,12 +28,8 @@ class RingConfig:
 
 
 def part_addr(base, part_bytes: int, gpus: int, shift: int):
-    """base + ((g + shift) mod gpus) * part_bytes, the modulo as a quotient term (the rest of the
-    address keeps its own terms)."""
-    a = affine(base.base + (shift % gpus + gpus) * part_bytes, bx=base.block_x, by=base.block_y,
-               g=part_bytes, loops=tuple(base.loop))
-    a.quotient.add(base=shift % gpus + gpus, gpu=1, divisor=gpus, scale=-gpus * part_bytes)
-    return a
+    """base + ((g + shift) mod gpus) * part_bytes."""
+    return rotated(base, part_bytes, gpus, shift)
 
 
 def ring_steps(p: Program, kind: str, *, data: int, recv: int, flags: int, region, part_bytes: int, gpus: int,

@@ -74,15 +74,17 @@ class Lowering:
     # ---- ops no scheme changes
     def gemm(self, op: Gemm, stream: Stream | None = None, *, source=gemm_kernel.Source(),
              sink=gemm_kernel.Sink(), signal=None, a: int | None = None, out: int | None = None, config=None,
-             **kw) -> int:
+             shard=None, wait=None, name: str | None = None, **kw) -> int:
         a = self.input_of(op, op.M * op.K * ELEM) if a is None else a
         w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
         out = self.out_of(op) if out is None else out
-        ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=out, source=source, sink=sink,
-                                 signal=signal, config=config)
+        M = shard[0] if shard else op.M
+        ki, _ = gemm_kernel.gemm(self.b, name or op.name, M, op.N, op.K, a=a, w=w, out=out, source=source, sink=sink,
+                                 signal=signal, config=config, shard=shard, wait=wait)
         return self.launch(op, ki, stream, **kw)
 
-    def norm(self, op: Norm, stream: Stream | None = None, **kw) -> int:
+    def norm(self, op: Norm, stream: Stream | None = None, *, x_gpu_offset: int = 0, **kw) -> int:
+        """x_gpu_offset: the input is a full-size buffer in which GPU g's rows start at g * offset."""
         nbytes = op.rows * op.cols * ELEM
         x = self.input_of(op, nbytes)
         gamma = self.tensor(f"{op.name}.gamma", op.cols * ELEM)
@@ -92,7 +94,7 @@ class Lowering:
         else:
             dy = None
         ki = layer_ops.layernorm(self.b, op.name, op.rows, op.cols, x=x, y=self.out_of(op), gamma=gamma, beta=beta,
-                                 dy=dy)
+                                 dy=dy, x_gpu_offset=x_gpu_offset if dy is None else 0)
         return self.launch(op, ki, stream, **kw)
 
     def attention(self, op: Attention, stream: Stream | None = None, **kw) -> int:
