@@ -724,11 +724,12 @@ ATTN_TILE = 128
 
 
 def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causal: bool = True,
-                      backward: bool = False) -> None:
+                      backward: bool = False, kv_peer=None) -> None:
     """The program of one attention block (query tile bx of head by); see attention().
     backward: FlashAttention-2's backward per key tile recomputes S = QK^T and computes dP = dO V^T,
     dV += P^T dO, dK += dS^T Q, dQ += dS K: five mmas where the forward has two (about 2.5x the
-    FLOPs, spec A1), with dO loaded beside Q and dQ stored beside O."""
+    FLOPs, spec A1), with dO loaded beside Q and dQ stored beside O. kv_peer: K/V tiles are plain
+    remote loads from the GPU that affine names (None: local)."""
     tq = ATTN_TILE
     nt = math.ceil(S / tq)
     trips = (nt + 1) // 2 if causal else nt
@@ -738,8 +739,10 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
     if backward:
         p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
     p.loop(trips)
-    p.ins(isa.LD, buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row)
-    p.ins(isa.LD, buffer=kv, is_async=True, addr=affine(S * row, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row)
+    kv_op = dict(op=isa.LD) if kv_peer is None else dict(op=isa.LD_REMOTE, peer=kv_peer)
+    p.ins(buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row, **kv_op)
+    p.ins(buffer=kv, is_async=True, addr=affine(S * row, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row,
+          **kv_op)
     p.ins(isa.WAIT, count=0)
     p.ins(isa.MMA, m=tq, n=tq, k=dp, dtype=isa.BF16)
     p.ins(isa.ALU, elements=tq * tq, flops_per_element=6.0)

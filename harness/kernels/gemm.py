@@ -90,12 +90,16 @@ def _owner(tm: int, owner_rows: int):
 def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: int, out: int,
          source: Source = Source(), sink: Sink = Sink(), signal: Signal | None = None,
          config: calibrated.GemmConfig | None = None, num_sms: int | None = None,
-         shard: tuple[int, int] | None = None, wait: tuple | None = None) -> tuple[int, calibrated.GemmConfig]:
+         shard: tuple[int, int] | None = None, wait: tuple | None = None,
+         w_owner_rows: int = 0) -> tuple[int, calibrated.GemmConfig]:
     """Add the GEMM kernel to `b`; returns (kernel index, tile config).
 
     shard = (shard_rows, shift): the M rows of this GEMM are shard (g + shift) mod N of local A
     and C buffers of N shards (a ring step's chunk, T3's row-chunk GEMMs). wait = (flags, addr,
-    value): every block first waits for that flag (a chunk's arrival)."""
+    value): every block first waits for that flag (a chunk's arrival). w_owner_rows: the weights
+    B [N, K] are spread over the GPUs by rows of N (GPU o holds rows [o w, (o+1) w)) and a block
+    loads its B tile with plain remote loads from the GPU holding the tile's first row (LADM's
+    column placement)."""
     if shard and (source.kind != "local" or sink.kind not in ("local", "none")):
         raise ValueError(f"gemm '{name}': a shard GEMM reads and writes local buffers")
     if source.kind not in SOURCES:
@@ -128,8 +132,16 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
             p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
                   addr=_owner_terms(affine(off, loops=(TK * ELEM,)), c.tm, source.owner_rows, lda),
                   rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
-        p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)), rows=b_rows,
-              row_bytes=TK * ELEM, row_stride=lda)
+        if w_owner_rows:
+            peer = affine(0)
+            peer.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=1)
+            addr = affine(off, bx=c.tn * lda, loops=(TK * ELEM,))
+            addr.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=-w_owner_rows * lda)
+            p.ins(isa.LD_REMOTE, is_async=True, buffer=w, peer=peer, addr=addr, rows=b_rows, row_bytes=TK * ELEM,
+                  row_stride=lda)
+        else:
+            p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)),
+                  rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
 
     if wait is not None:
         p.ins(isa.FLAG_WAIT, buffer=wait[0], addr=wait[1], value=wait[2])

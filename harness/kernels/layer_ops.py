@@ -25,14 +25,16 @@ def layernorm(b: WorkloadBuilder, name: str, rows: int, cols: int, *, x: int, y:
 
 
 def attention(b: WorkloadBuilder, name: str, batch_heads: int, seq: int, head_dim: int, *, q: int, kv: int, o: int,
-              backward: bool = False) -> int:
-    """One block per (128-query tile, batch x head); causal."""
+              backward: bool = False, queries: int = 0, kv_peer=None) -> int:
+    """One block per (128-query tile, batch x head); causal. queries: query rows per head when
+    they are not one whole sequence (LADM: this GPU's token rows); kv_peer: K/V tiles loaded
+    from the GPU that affine names."""
     tq = calibrated.ATTN_TILE
     dp = max(16, math.ceil(head_dim / 16) * 16)
     smem = (tq * dp + 4 * tq * dp) * ELEM
-    ki, p = b.kernel(name, math.ceil(seq / tq), batch_heads, threads=256, regs=224 if not backward else 255,
-                     smem=smem)
-    calibrated.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward)
+    ki, p = b.kernel(name, math.ceil((queries or seq) / tq), batch_heads, threads=256,
+                     regs=224 if not backward else 255, smem=smem)
+    calibrated.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward, kv_peer=kv_peer)
     return ki
 
 

@@ -24,6 +24,7 @@ class Gemm:
     a_gathered: bool = False   # A's rows are sharded over the GPUs and gathered before (or while) use
     out_partial: bool = False  # every GPU holds a partial sum of C: a reduction follows
     wgrad: bool = False        # weight gradient (outside the sub-layers, inside end-to-end time)
+    sharded: str = "N"         # the dimension tensor parallelism divides by N: M, N or K
 
     @property
     def flops(self) -> int:

@@ -68,12 +68,12 @@ class _Builder:
             return qkv
         bh, d = attention_shape(self.m, N)
         attn = g.add(Attention(f"attn{sfx}", bh, self.m.seq_len, d, (qkv,))).name
-        proj = g.add(Gemm(f"out_proj{sfx}", T, h, h // N, (attn,), out_partial=True)).name
+        proj = g.add(Gemm(f"out_proj{sfx}", T, h, h // N, (attn,), out_partial=True, sharded="K")).name
         r1 = self.reduce(f"reduce_attn{sfx}", proj)
         ln2 = g.add(Norm(f"ln2{sfx}", self.ln_rows, h, (r1,))).name
         x2 = self.gather(f"ag_ln2{sfx}", ln2)
         ffn1 = g.add(Gemm(f"ffn1{sfx}", T, f // N, h, (x2,), a_gathered=self.sp)).name
-        ffn2 = g.add(Gemm(f"ffn2{sfx}", T, h, f // N, (ffn1,), out_partial=True)).name
+        ffn2 = g.add(Gemm(f"ffn2{sfx}", T, h, f // N, (ffn1,), out_partial=True, sharded="K")).name
         return self.reduce(f"reduce_ffn{sfx}", ffn2)
 
     def backward(self, after: str | None) -> str:
@@ -82,8 +82,8 @@ class _Builder:
         dy2 = g.add(Collective("ag_dy_ffn", "all_gather", T, h, dep)).name if self.sp else (after or "")
         d0 = (dy2,) if dy2 else ()
         ffn2_d = g.add(Gemm("ffn2_dgrad", T, f // N, h, d0, a_gathered=self.sp)).name
-        g.add(Gemm("ffn2_wgrad", f // N, h, T, d0, wgrad=True))
-        ffn1_d = g.add(Gemm("ffn1_dgrad", T, h, f // N, (ffn2_d,), out_partial=True)).name
+        g.add(Gemm("ffn2_wgrad", f // N, h, T, d0, wgrad=True, sharded="M"))
+        ffn1_d = g.add(Gemm("ffn1_dgrad", T, h, f // N, (ffn2_d,), out_partial=True, sharded="K")).name
         r1 = self.reduce("reduce_ffn1_dgrad", ffn1_d)
         if self.sp:
             x2 = g.add(Collective("ag_ln2_regather", "all_gather", T, h, (ffn2_d,))).name
@@ -93,10 +93,10 @@ class _Builder:
         ln2_b = g.add(Norm("ln2_bwd", self.ln_rows, h, (r1,), backward=True)).name
         dy1 = self.gather("ag_dy_attn", ln2_b)
         proj_d = g.add(Gemm("out_proj_dgrad", T, h // N, h, (dy1,), a_gathered=self.sp)).name
-        g.add(Gemm("out_proj_wgrad", h // N, h, T, (dy1,), wgrad=True))
+        g.add(Gemm("out_proj_wgrad", h // N, h, T, (dy1,), wgrad=True, sharded="M"))
         bh, d = attention_shape(self.m, N)
         attn_b = g.add(Attention("attn_bwd", bh, self.m.seq_len, d, (proj_d,), backward=True)).name
-        qkv_d = g.add(Gemm("qkv_dgrad", T, h, 3 * h // N, (attn_b,), out_partial=True)).name
+        qkv_d = g.add(Gemm("qkv_dgrad", T, h, 3 * h // N, (attn_b,), out_partial=True, sharded="K")).name
         r2 = self.reduce("reduce_qkv_dgrad", qkv_d)
         if self.sp:
             x1 = g.add(Collective("ag_ln1_regather", "all_gather", T, h, (attn_b,))).name
@@ -108,11 +108,11 @@ class _Builder:
     # ---- sub-layers: producer GEMM -> reduction -> LN -> gather -> consumer GEMM
     def sublayer(self, producer: Gemm, ln_name: str, backward: bool, consumer: Gemm) -> None:
         g = self.g
-        p = g.add(producer).name
+        p = g.add(producer).name  # producer: row-parallel (sharded K, partial output)
         r = self.reduce(f"reduce_{producer.name}", p)
         ln = g.add(Norm(ln_name, self.ln_rows, self.h, (r,), backward=backward)).name
         x = self.gather(f"ag_{ln_name}", ln)
-        g.add(Gemm(consumer.name, consumer.M, consumer.N, consumer.K, (x,), a_gathered=self.sp))
+        g.add(Gemm(consumer.name, consumer.M, consumer.N, consumer.K, (x,), a_gathered=self.sp, sharded=consumer.sharded))
         g.sublayers[g.name] = (producer.name, consumer.name)
 
 
@@ -136,13 +136,13 @@ def build(m: ModelDims, phase: str, workload: str, partition: str, gpus: int) ->
         if phase == "training":
             b.backward(out)
     elif workload == "sublayer_l1":
-        b.sublayer(Gemm("out_proj", T, h, h // N, out_partial=True), "ln2", False, Gemm("ffn1", T, f // N, h))
+        b.sublayer(Gemm("out_proj", T, h, h // N, out_partial=True, sharded="K"), "ln2", False, Gemm("ffn1", T, f // N, h))
     elif workload == "sublayer_l2":
-        b.sublayer(Gemm("ffn2", T, h, f // N, out_partial=True), "ln1_next", False, Gemm("qkv_next", T, 3 * h // N, h))
+        b.sublayer(Gemm("ffn2", T, h, f // N, out_partial=True, sharded="K"), "ln1_next", False, Gemm("qkv_next", T, 3 * h // N, h))
     elif workload == "sublayer_l3":
-        b.sublayer(Gemm("ffn1_dgrad", T, h, f // N, out_partial=True), "ln2_bwd", True,
+        b.sublayer(Gemm("ffn1_dgrad", T, h, f // N, out_partial=True, sharded="K"), "ln2_bwd", True,
                    Gemm("out_proj_dgrad", T, h // N, h))
     else:
-        b.sublayer(Gemm("qkv_dgrad", T, h, 3 * h // N, out_partial=True), "ln1_bwd", True,
+        b.sublayer(Gemm("qkv_dgrad", T, h, 3 * h // N, out_partial=True, sharded="K"), "ln1_bwd", True,
                    Gemm("ffn2_dgrad_prev", T, f // N, h))
     return g
