@@ -106,6 +106,9 @@ class ValidateConfig:
     """CSV of cases for validate_* experiments."""
     stats: bool = False
     """validate_collectives: also write <out_dir>/rows/<name>/stats.csv and series.csv per row."""
+    kernels: str = "model"
+    """validate_collectives: model (the NCCL-calibrated collective GPU model) or isa (NCCL's
+    algorithms as tile-ISA kernels on the Hopper engine, harness/kernels: what schemes run)."""
 
 
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:

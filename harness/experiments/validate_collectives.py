@@ -105,25 +105,65 @@ def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
     return params
 
 
+def isa_workload(cfg: DictConfig, row: pd.Series, params: dict[str, Any]) -> bytes:
+    """The row's collective as the library's tile-ISA kernel (one launch on every GPU)."""
+    from harness.kernels import nvls, ring
+    from harness.kernels.builder import WorkloadBuilder
+    gpus, op, algo, nbytes = int(row["gpus"]), str(row["op"]), str(row["algo"]), int(row["bytes"])
+    b = WorkloadBuilder(str(row["name"]), gpus, int(cfg.gpu.num_sms))
+    channels = int(params["collective.nvls_channels" if algo == "nvls" else "collective.channels"])
+    # the kernels split the tensor into equal 128 B-aligned parts per channel and GPU: round up
+    # (at most channels x GPUs x 128 B more, 0.2 % of 1 MiB at 24 x 2)
+    unit = channels * gpus * 128
+    nbytes = -(-nbytes // unit) * unit
+    if algo == "nvls":
+        mc = b.buffer("data", nbytes, multicast=True)
+        shard = b.buffer("shard", nbytes // gpus)
+        ki = nvls.collective(b, "collective", op, nbytes, mc=mc, shard=shard, cfg=nvls.NvlsConfig(channels=channels))
+    else:
+        data = b.buffer("data", nbytes)
+        ki = ring.collective(b, "collective", op, nbytes, data=data, cfg=ring.RingConfig(channels=channels))
+    b.launch(ki, b.stream("main"))
+    params["host.gpu_model"] = "hopper"
+    return b.wl.SerializeToString()
+
+
+def finish_us(cfg: DictConfig, st: pd.DataFrame, row: pd.Series) -> float:
+    """When the last GPU finished the collective: the collective model's finish time, or the ISA
+    kernel's end (from the first GPU's start: both start at the same host launch)."""
+    if cfg.validate.kernels == "isa":
+        ends = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.end")]["value"]
+        starts = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.start")]["value"]
+        if len(ends) != int(row["gpus"]):
+            raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} kernel ends, got {len(ends)}")
+        return (float(ends.max()) - float(starts.min())) / 1e3
+    fin = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.finish_time")]["value"]
+    if len(fin) != int(row["gpus"]):
+        raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} finish times, got {len(fin)}")
+    return float(fin.max()) / 1e6
+
+
 def simulate_row(cfg: DictConfig, row: pd.Series, stats_dir: Path | None = None) -> dict[str, Any]:
     system = row_system(cfg, row)
     topo = topo_mod.build(system)
     params = row_params(cfg, row)
     opts = cosim_options(cfg)
-    res = simulate(topo, params, seed=int(cfg.seed), **opts)
+    workload = isa_workload(cfg, row, params) if cfg.validate.kernels == "isa" else b""
+    res = simulate(topo, params, seed=int(cfg.seed), workload=workload, **opts)
     st = res.stats
     if stats_dir is not None:  # every statistic and link time series of this row
         write_csv_atomic(stats_dir / "stats.csv", st)
         write_csv_atomic(stats_dir / "series.csv", res.series)
-    fin = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.finish_time")]["value"]
-    if len(fin) != int(row["gpus"]):
-        raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} finish times, got {len(fin)}")
-    sim_us = float(fin.max()) / 1e6
+    sim_us = finish_us(cfg, st, row)
+    moved = {}
+    if cfg.validate.kernels == "isa":  # payload bytes all GPUs sent, per packet type
+        for t in ("WRITE", "READ_RESP", "MM_ST"):
+            moved[f"bytes_{t.lower()}"] = int(st[st["name"].str.fullmatch(rf"gpu\d+\.tx\.{t}\.bytes")]["value"].sum())
     n = int(row["gpus"])
     algbw = float(row["bytes"]) / (sim_us * 1e3)
     errs = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.functional_errors")]["value"].sum()
     return {"sim_us": sim_us, "algbw_GBps": algbw, "busbw_GBps": algbw * bus_factor(str(row["op"]), n),
-            "system": system.name, "sim_wall_s": res.wall_s, "functional_errors": int(errs)}
+            "system": system.name, "sim_wall_s": res.wall_s, "functional_errors": int(errs), **moved}
 
 
 def load_input(value) -> pd.DataFrame:
@@ -140,6 +180,8 @@ def load_input(value) -> pd.DataFrame:
 
 
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    if cfg.validate.kernels not in ("model", "isa"):
+        raise ConfigError("validate.kernels", f"'{cfg.validate.kernels}' is not one of: model, isa")
     df = load_input(cfg.validate.input)
     measured = [c for c in ("measured_us", "algbw_GBps", "busbw_GBps") if c in df.columns]
     df = df.rename(columns={c: (c if c.startswith("measured_") else f"measured_{c}") for c in measured})
