@@ -16,6 +16,9 @@ SRC = """
     mma m=128 n=128 k=64 dtype=bf16
   endloop
   alu elements=100 fpe=2.5
+  multimem.ld_reduce buf=C addr=[128*bx] rows=1 row_bytes=128 reg=2
+  alu elements=32 fpe=1.0 reg=2 src_reg=8
+  multimem.st buf=C addr=[128*bx] rows=1 row_bytes=128 reg=2
   red.cais buf=A addr=[0] peer=[0] rows=1 row_bytes=128
   multimem.red buf=C addr=[128*bx] row_bytes=128 rows=1
   dma.copy buf=A src=A src_addr=[4096*g] peer=[g + 1 % 8] rows=1 row_bytes=4096
@@ -49,6 +52,9 @@ def test_round_trip():
     assert [i.op for i in push] == [t.isa.DMA_PUSH, t.isa.DMA_PUSH_REDUCE]
     assert push[0].is_async and push[0].src_buffer == 0 and push[0].addr.base == 8192 and push[0].rows == 2
     assert push[1].buffer == 1 and push[1].addr.block_x == 128  # a multicast destination
+    regs = [(i.op, i.reg, i.src_reg) for i in k.program if i.reg]
+    assert regs == [(t.isa.MM_LD_REDUCE, 2, 0), (t.isa.ALU, 2, 8), (t.isa.MM_ST, 2, 0)]
+    assert "alu elements=32 reg=2 src_reg=8 fpe=1.0" in text
 
 
 def test_affine_eval_and_invariance():

@@ -22,7 +22,9 @@ Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtyp
 ``row:`` / ``col:`` key the range on the consumer's block_y / block_x over the producer's rows /
 columns of blocks, isa.proto TbDependency).
 
-Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Affine expressions are written in
+Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Tile registers of functional
+workloads (isa.proto Instr.reg): ``reg=N`` on a load, store, reduction, push or alu and
+``src_reg=N`` on an alu (``alu reg=1 src_reg=2``: register 1 += register 2). Affine expressions are written in
 brackets: ``[c0 + c1*bx + c2*by + c3*g + c4*L0 + c5*L1 ... % m]`` (L0 = outermost loop).
 Buffers are referred to by name.
 """
@@ -56,7 +58,7 @@ DTYPE_BYTES = {isa.FP16: 2, isa.BF16: 2, isa.FP32: 4, isa.FP8: 1}
 # Scalar instruction fields in print order: text key -> proto field.
 _INT_FIELDS = [("rows", "rows"), ("row_bytes", "row_bytes"), ("stride", "row_stride"),
                ("m", "m"), ("n", "n"), ("k", "k"), ("elements", "elements"), ("value", "value"),
-               ("count", "count")]
+               ("count", "count"), ("reg", "reg"), ("src_reg", "src_reg")]
 _AFFINE_FIELDS = [("addr", "addr"), ("peer", "peer"), ("src_addr", "src_addr")]
 
 

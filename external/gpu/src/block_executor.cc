@@ -8,6 +8,7 @@
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/sync_flags.h"
+#include "cais/gpu/tile_registers.h"
 
 namespace cais::gpu {
 
@@ -177,6 +178,7 @@ bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
     wake_at(tbi, sm.tc_busy);
     return false;
   }
+  if (ctx_.functional && ins.reg()) ctx_.regs->add(tbi, ins.reg(), ins.src_reg(), tb.pc);
   const double flops = static_cast<double>(ins.elements()) * ins.flops_per_element();
   alu_flops_ += static_cast<std::uint64_t>(flops);
   const TimePs start = std::max(ctx_.now(), sm.alu_busy);
@@ -222,16 +224,29 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
                                   ins.row_stride());
   LocalMemory& mem = *ctx_.mem;
   TimePs t = mem.access(ctx_.now(), tb.sm, key, bytes, write);
+  const auto elements = [&] { return bytes / ctx_.wl.buffers()[ins.buffer()].elem_bytes; };  // of a register tile
   if (dma) {  // local copy: read the source too
     const std::uint64_t soff = static_cast<std::uint64_t>(eval(tb, ins.src_addr()));
     t = std::max(t, mem.access(ctx_.now(), tb.sm, mix64(soff ^ (static_cast<std::uint64_t>(ins.src_buffer()) << 32)), bytes, false));
-    if (ctx_.functional)
-      ctx_.fmem->copy_rows(ins.src_buffer(), soff, ins.buffer(), off, rows, ins.row_bytes(),
-                           ins.row_stride() ? ins.row_stride() : ins.row_bytes(), accumulate);
+    const std::uint64_t stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
+    if (ctx_.functional && ins.reg())  // a push of a register (dma.copy/reduce take none)
+      ctx_.fmem->write_tile(ins.buffer(), off, rows, ins.row_bytes(), stride,
+                            ctx_.regs->read(tbi, ins.reg(), elements(), tb.pc), accumulate);
+    else if (ctx_.functional)
+      ctx_.fmem->copy_rows(ins.src_buffer(), soff, ins.buffer(), off, rows, ins.row_bytes(), stride, accumulate);
   } else if (ctx_.functional) {
+    const bool add = ins.op() == isa::RED_CAIS;
     const double v = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
-    if (write) ctx_.fmem->fill(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(), v, ins.op() == isa::RED_CAIS);
-    else ctx_.fmem->load(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride());
+    if (write && ins.reg())
+      ctx_.fmem->write_tile(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(),
+                            ctx_.regs->read(tbi, ins.reg(), elements(), tb.pc), add);
+    else if (write)
+      ctx_.fmem->fill(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(), v, add);
+    else
+      ctx_.fmem->load(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride());
+    if (!write && ins.reg())  // the values are read now; the register is ready when the load completes
+      ctx_.fmem->read_tile(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(),
+                           ctx_.regs->begin_load(tbi, ins.reg(), elements(), tb.pc, false, t));
   }
   mem.count_tile(write, bytes);
   add_local(tbi, t);

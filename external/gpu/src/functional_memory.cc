@@ -1,8 +1,10 @@
 #include "cais/gpu/functional_memory.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cais/errors.h"
+#include "cais/routing.h"
 
 namespace cais::gpu {
 
@@ -86,6 +88,57 @@ void FunctionalMemory::copy_rows(std::uint32_t src_buffer, std::uint64_t src_off
       double& d = mem_[dst_buffer].at((dst_off + r * stride + b) / D.elem_bytes);
       d = accumulate ? d + v : v;
     }
+}
+
+void FunctionalMemory::read_tile(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,
+                                 std::uint64_t stride, std::vector<double>& out) const {
+  const auto& B = wl_.buffers()[buffer];
+  if (!stride) stride = row_bytes;
+  out.clear();
+  for (std::uint32_t r = 0; r < rows; ++r)
+    for (std::uint64_t x = 0; x < row_bytes; x += B.elem_bytes) {
+      const std::uint64_t e = (off + r * stride + x) / B.elem_bytes;
+      if (e >= mem_[buffer].size()) out_of_range(buffer, "load");
+      out.push_back(mem_[buffer][e]);
+    }
+}
+
+void FunctionalMemory::write_tile(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,
+                                  std::uint64_t stride, const std::vector<double>& values, bool accumulate) {
+  const auto& B = wl_.buffers()[buffer];
+  if (!stride) stride = row_bytes;
+  std::size_t i = 0;
+  for (std::uint32_t r = 0; r < rows; ++r)
+    for (std::uint64_t x = 0; x < row_bytes; x += B.elem_bytes, ++i) {
+      const std::uint64_t e = (off + r * stride + x) / B.elem_bytes;
+      if (e >= mem_[buffer].size()) out_of_range(buffer, "store");
+      if (i >= values.size()) throw InvariantError(owner_ + ": a tile store with fewer values than elements");
+      mem_[buffer][e] = accumulate ? mem_[buffer][e] + values[i] : values[i];
+    }
+}
+
+void FunctionalMemory::set_value(std::uint32_t buffer, std::uint64_t elem, double v) {
+  if (!enabled_) throw InvariantError(owner_ + ": memory values set in a workload that is not functional");
+  mem_.at(buffer).at(elem) = v;
+}
+
+FunctionalMemory::Summary FunctionalMemory::summary(std::uint32_t buffer) const {
+  Summary s;
+  const auto& m = mem_.at(buffer);
+  if (m.empty()) return s;
+  s.min = s.max = m[0];
+  std::uint64_t h = 0;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const double v = m[i] == 0.0 ? 0.0 : m[i];  // -0 hashes as +0
+    s.sum += v;
+    s.min = std::min(s.min, v);
+    s.max = std::max(s.max, v);
+    std::uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    h += mix64(bits + 0x9e3779b97f4a7c15ull * i);  // mix64 adds K once more: bits + K * (i + 1)
+  }
+  s.hash = static_cast<double>(h >> 12);
+  return s;
 }
 
 double FunctionalMemory::value(std::uint32_t buffer, std::uint64_t elem) const {

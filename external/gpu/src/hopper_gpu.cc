@@ -13,6 +13,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
       cfg_(HopperConfig::from_params(sim.params())),
       ctx_(sim, *this, cfg_, *wl_, node),
       fmem_(*wl_, wl_->proto().functional(), name()),
+      regs_(ctx_),
       mem_(cfg_),
       ports_(ctx_),
       remote_(ctx_),
@@ -30,6 +31,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.sync = &sync_;
   ctx_.flags = &flags_;
   ctx_.fmem = &fmem_;
+  ctx_.regs = &regs_;
   ctx_.has_ports = ports_.init();
   sched_.setup();
   register_stats();
@@ -57,7 +59,17 @@ void HopperGpu::register_stats() {
   st.histogram(n + ".flag_wait", "ns", &exec_.flag_wait_ns());
   st.histogram(n + ".remote_latency", "ns", &remote_.latency_ns());
   st.value(n + ".finish_time", "ps", [this] { return static_cast<double>(sched_.finish_ps()); });
-  if (ctx_.functional) st.value(n + ".ld_value_sum", "value", [this] { return fmem_.ld_value_sum(); });
+  if (ctx_.functional) {
+    st.value(n + ".ld_value_sum", "value", [this] { return fmem_.ld_value_sum(); });
+    // Each buffer's final contents, to compare with numpy without dumping memory.
+    for (std::uint32_t b = 0; b < wl_->buffers().size(); ++b) {
+      const std::string m = n + ".mem." + wl_->buffers()[b].b->name();
+      st.value(m + ".sum", "value", [this, b] { return fmem_.summary(b).sum; });
+      st.value(m + ".min", "value", [this, b] { return fmem_.summary(b).min; });
+      st.value(m + ".max", "value", [this, b] { return fmem_.summary(b).max; });
+      st.value(m + ".hash", "hash", [this, b] { return fmem_.summary(b).hash; });
+    }
+  }
   if (ctx_.has_ports)
     for (int t = 1; t < 20; ++t) {
       const auto type = static_cast<proto::PacketType>(t);

@@ -9,6 +9,7 @@
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_ports.h"
 #include "cais/gpu/tb_scheduler.h"
+#include "cais/gpu/tile_registers.h"
 
 namespace cais::gpu {
 
@@ -27,7 +28,9 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     free_ops_.pop_back();
   }
   RemoteOp& op = ops_[oi];
+  std::vector<double> keep = std::move(op.data);  // a register store's buffer keeps its capacity
   op = RemoteOp{};
+  op.data = std::move(keep);
   op.in_use = true;
   op.tb = tbi;
   op.queue = queue;
@@ -99,6 +102,12 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     ++tb.outstanding;
     ctx_.schedule(ctx_.now(), kMemDone, tbi);
     return;
+  }
+  if (ctx_.functional && ins.reg()) {
+    op.reg = ins.reg();
+    op.pc = tb.pc;
+    if (is_dma(ins.op())) op.elem_bytes = bufs[ins.buffer()].elem_bytes;  // a push sends the register, not its source
+    bind_register(op, tb);
   }
   ++live_;
   ++tb.outstanding;
@@ -195,7 +204,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
       cls = kPost;
       const std::uint64_t src = op.local_off + (addr - op.addr);
       ctx_.mem->remote_read(sim.now(), bytes);
-      if (ctx_.functional) ctx_.fmem->read_values(unicast_addr(ctx_.rank, src), bytes, p.values);
+      if (ctx_.functional && !op.reg) ctx_.fmem->read_values(unicast_addr(ctx_.rank, src), bytes, p.values);
       break;
     }
     default:  // CAIS_RED: one contribution
@@ -204,7 +213,15 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
       cls = kPost;
       break;
   }
-  if (ctx_.functional && p.payload_bytes && !op.flag && op.type != proto::PKT_DMA) p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
+  if (ctx_.functional && op.reg) {
+    packet_elements(op, p.addr, bytes, elems_);  // also checks a load's request covers only the tile
+    if (!loads_register(op.op)) {
+      p.values.clear();
+      for (std::uint32_t e : elems_) p.values.push_back(op.data[e]);
+    }
+  } else if (ctx_.functional && p.payload_bytes && !op.flag && op.type != proto::PKT_DMA) {
+    p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
+  }
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes);
   ports.enqueue(h, ports.plane(p.addr), cls);
@@ -227,6 +244,7 @@ void RemotePacketizer::on_response(PacketHandle h) {
     }
   } else if (ctx_.functional) {
     ctx_.fmem->add_loaded(p.values);
+    if (op.reg) place_response(op, p);
   }
   --queues_[op.queue].outstanding;
   const std::uint32_t q = op.queue;
@@ -241,11 +259,54 @@ void RemotePacketizer::packet_done(std::uint32_t oi) {
   --op.pending;
   if (op.pending == 0 && op.all_issued) {
     const std::uint32_t tbi = op.tb;
+    if (op.reg && loads_register(op.op)) ctx_.regs->remote_load_done(tbi, op.reg);
     op.in_use = false;
     free_ops_.push_back(oi);
     --live_;
     ctx_.exec->mem_op_done(tbi);
   }
+}
+
+void RemotePacketizer::bind_register(RemoteOp& op, const Tb& tb) {
+  const std::uint64_t off = op.addr & kOffsetMask;
+  if (off % 32 || op.row_bytes % 32 || (op.rows > 1 && op.row_stride % 32)) {
+    throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+                         std::to_string(op.pc) + ": a remote register tile needs 32 B aligned rows (address, " +
+                         "row_bytes and stride multiples of 32): its packets carry whole 32 B sectors");
+  }
+  const std::size_t elements = static_cast<std::size_t>(op.rows) * op.row_bytes / op.elem_bytes;
+  if (loads_register(op.op)) {
+    ctx_.regs->begin_load(op.tb, op.reg, elements, op.pc, true, 0);
+  } else {
+    const std::vector<double>& v = ctx_.regs->read(op.tb, op.reg, elements, op.pc);
+    op.data.assign(v.begin(), v.end());
+  }
+}
+
+void RemotePacketizer::packet_elements(const RemoteOp& op, std::uint64_t addr, std::uint32_t bytes,
+                                       std::vector<std::uint32_t>& out) const {
+  out.clear();
+  for (std::uint64_t a = addr; a < addr + bytes; a += op.elem_bytes) {
+    const std::uint64_t rel = a - op.addr, row = rel / op.row_stride, col = rel % op.row_stride;
+    if (a < op.addr || row >= op.rows || col >= op.row_bytes) {
+      const Tb& tb = ctx_.sched->tb(op.tb);
+      throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+                           std::to_string(op.pc) + ": a packet of a register tile would carry bytes outside the " +
+                           "tile (rows with gaps between them within one " + std::to_string(ctx_.cfg.max_packet_bytes) +
+                           " B packet line)");
+    }
+    out.push_back(static_cast<std::uint32_t>((row * op.row_bytes + col) / op.elem_bytes));
+  }
+}
+
+void RemotePacketizer::place_response(const RemoteOp& op, const Packet& p) {
+  if (p.values.size() * op.elem_bytes != p.payload_bytes)
+    throw InvariantError(ctx_.name() + ": " + proto::PacketType_Name(p.type) + " for a register load carries " +
+                         std::to_string(p.values.size()) + " values for " + std::to_string(p.payload_bytes) +
+                         " B (functional workloads need net.functional=true)");
+  packet_elements(op, p.addr, p.payload_bytes, elems_);
+  std::vector<double>& reg = ctx_.regs->values(op.tb, op.reg);
+  for (std::size_t i = 0; i < elems_.size(); ++i) reg[elems_[i]] = p.values[i];
 }
 
 // No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).

@@ -39,6 +39,15 @@ bool is_dma(isa::Opcode op) {
   return op == isa::DMA_COPY || op == isa::DMA_REDUCE || op == isa::DMA_PUSH || op == isa::DMA_PUSH_REDUCE;
 }
 
+bool loads_register(isa::Opcode op) {
+  return op == isa::LD || op == isa::LD_REMOTE || op == isa::LD_CAIS || op == isa::MM_LD_REDUCE;
+}
+
+bool stores_register(isa::Opcode op) {
+  return op == isa::ST || op == isa::ST_REMOTE || op == isa::RED_CAIS || op == isa::MM_ST || op == isa::MM_RED ||
+         op == isa::DMA_PUSH || op == isa::DMA_PUSH_REDUCE;
+}
+
 namespace {
 bool has_buffer(isa::Opcode op) {
   return op != isa::MMA && op != isa::ALU && op != isa::BAR && op != isa::WAIT && op != isa::CAIS_SYNC &&
@@ -97,6 +106,13 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
       for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer()})
         for (const isa::Quotient& q : a->quotient())
           if (q.divisor() <= 0) throw ConfigError("workload", where(i) + ": quotient term needs divisor > 0");
+      if (ins.reg() > kMaxRegisters || ins.src_reg() > kMaxRegisters)
+        throw ConfigError("workload", where(i) + ": reg and src_reg are 1.." + std::to_string(kMaxRegisters) + " (0: none)");
+      if (ins.reg() && !loads_register(ins.op()) && !stores_register(ins.op()) && ins.op() != isa::ALU)
+        throw ConfigError("workload", where(i) + ": " + opcode_name(ins.op()) +
+                                          " takes no register (reg is for loads, stores, reductions, pushes and alu)");
+      if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
+        throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
       if (is_remote_op(ins.op())) dk.uses_remote = true;
       if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
       if (ins.op() == isa::LOOP) {

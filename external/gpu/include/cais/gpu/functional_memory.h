@@ -28,7 +28,23 @@ class FunctionalMemory {
   void add_loaded(const std::vector<double>& values) {
     for (double v : values) ld_value_sum_ += v;
   }
+  // Tile registers (isa.proto Instr.reg): a tile's values read out row-major into `out`, or
+  // `values` (row-major) stored into (or added to) the tile.
+  void read_tile(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,
+                 std::uint64_t stride, std::vector<double>& out) const;
+  void write_tile(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,
+                  std::uint64_t stride, const std::vector<double>& values, bool accumulate);
   double value(std::uint32_t buffer, std::uint64_t elem) const;
+  void set_value(std::uint32_t buffer, std::uint64_t elem, double v);
+
+  // A buffer's contents in four numbers (statistics gpuN.mem.<buffer>.*). hash: the sum over
+  // elements i of mix(bits(v_i) + K * (i + 1)) mod 2^64, shifted right by 12 (exact in a
+  // double); bits() is the IEEE-754 binary64 pattern with -0 as +0, mix the splitmix64
+  // finaliser, K = 0x9e3779b97f4a7c15. harness/gpu/functional.py computes the same in numpy.
+  struct Summary {
+    double sum = 0, min = 0, max = 0, hash = 0;
+  };
+  Summary summary(std::uint32_t buffer) const;
   double ld_value_sum() const { return ld_value_sum_; }
 
  private:

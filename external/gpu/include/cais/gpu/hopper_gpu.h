@@ -22,6 +22,7 @@
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/sync_flags.h"
 #include "cais/gpu/tb_scheduler.h"
+#include "cais/gpu/tile_registers.h"
 #include "cais/gpu/workload.h"
 #include "cais/sim.h"
 
@@ -37,6 +38,8 @@ class HopperGpu : public NodeComponent {
 
   // For unit tests.
   double mem_value(std::uint32_t buffer, std::uint64_t elem) const { return fmem_.value(buffer, elem); }
+  // Initial contents (functional workloads), set before the run starts.
+  void set_mem_value(std::uint32_t buffer, std::uint64_t elem, double v) { fmem_.set_value(buffer, elem, v); }
   std::uint64_t flag_value(std::uint32_t buffer, std::uint64_t off) const;
   const LaunchState& launch_state(std::uint32_t i) const { return sched_.launch(i); }
 
@@ -47,6 +50,7 @@ class HopperGpu : public NodeComponent {
   HopperConfig cfg_;
   GpuContext ctx_;
   FunctionalMemory fmem_;
+  TileRegisters regs_;
   LocalMemory mem_;
   NvlinkPorts ports_;
   RemotePacketizer remote_;

@@ -17,6 +17,8 @@
 
 namespace cais::gpu {
 
+struct Tb;
+
 struct RemoteOp {
   std::uint32_t tb = 0, queue = 0;          // queue: SM index, or num_sms for the copy engine
   isa::Opcode op = isa::OP_UNSPECIFIED;
@@ -28,6 +30,10 @@ struct RemoteOp {
   std::uint32_t pending = 0;                // packets issued, not complete
   bool all_issued = false, in_use = false, flag = false;
   double value = 0;
+  // Functional tile registers: the register loaded or sent (0: none), the instruction's pc
+  // (errors) and, for a store, the register's values taken at issue.
+  std::uint32_t reg = 0, pc = 0;
+  std::vector<double> data;
 };
 
 class RemotePacketizer {
@@ -57,6 +63,12 @@ class RemotePacketizer {
   // Cut the next packet off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
   void emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
+  // Functional register ops: take the register (load) or its values (store) at issue; the
+  // register element of each element of a packet (an error if the packet holds bytes outside
+  // the tile); a load response's values placed into the register.
+  void bind_register(RemoteOp& op, const Tb& tb);
+  void packet_elements(const RemoteOp& op, std::uint64_t addr, std::uint32_t bytes, std::vector<std::uint32_t>& out) const;
+  void place_response(const RemoteOp& op, const Packet& p);
 
   GpuContext& ctx_;
   std::vector<IssueQueue> queues_;
@@ -64,6 +76,7 @@ class RemotePacketizer {
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t live_ = 0;
   std::uint64_t tag_seq_ = 0;
+  std::vector<std::uint32_t> elems_;  // scratch of packet_elements
   std::unordered_set<std::uint64_t> throttle_keys_;                   // (switch << 32) | group
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;

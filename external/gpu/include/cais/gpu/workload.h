@@ -14,6 +14,9 @@ namespace cais::gpu {
 inline constexpr std::uint64_t kOwnerShift = 40;
 inline constexpr std::uint64_t kOffsetMask = (1ull << kOwnerShift) - 1;
 inline constexpr std::uint64_t kMulticastBit = 1ull << 62;
+// Tile registers per thread block (isa.proto Instr.reg: 1..kMaxRegisters, 0 = none).
+inline constexpr std::uint32_t kMaxRegisters = 8;
+
 inline std::uint64_t unicast_addr(std::uint32_t owner, std::uint64_t off) {
   return (static_cast<std::uint64_t>(owner) << kOwnerShift) | off;
 }
@@ -80,6 +83,9 @@ inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int6
 std::uint32_t dtype_bytes(isa::DType d);
 // Copy-engine ops (a source buffer, the copy engine's issue queue).
 bool is_dma(isa::Opcode op);
+// Instructions that fill a tile register (Instr.reg) / send one instead of a constant.
+bool loads_register(isa::Opcode op);
+bool stores_register(isa::Opcode op);
 const char* opcode_name(isa::Opcode op);
 
 }  // namespace cais::gpu
