@@ -106,6 +106,11 @@ class ValidateConfig:
     """CSV of cases for validate_* experiments."""
     stats: bool = False
     """validate_collectives: also write <out_dir>/rows/<name>/stats.csv and series.csv per row."""
+    ring_channels: int = 24
+    """validate_overlap: channels (CTAs) of the ring AllReduce kernel; NCCL 2.28.9 ran 24 on every
+    measured H200 machine (docs/MEASUREMENTS.md)."""
+    ring_threads: int = 512
+    """validate_overlap: threads per ring CTA (NCCL's Simple protocol on Hopper: 512)."""
 
 
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
