@@ -1,0 +1,98 @@
+"""validate_overlap: GEMM + ring AllReduce, serial and two-stream chunked, on the engines."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.errors import ConfigError
+from harness.experiments import validate_overlap as vo
+from harness.kernels import gemm as gemm_kernel
+from harness.kernels import ring
+
+ROWS = [dict(name="tiny2", M=512, N=512, K=128, gpus=2, chunks=2, gemm_us=10.0, allreduce_us=20.0,
+             serial_us=30.0, overlap_us=35.0),
+        dict(name="tiny4", M=512, N=256, K=128, gpus=4, chunks=4, gemm_us=10.0, allreduce_us=20.0,
+             serial_us=30.0, overlap_us=45.0)]
+SIM = ["sim_gemm_us", "sim_allreduce_us", "sim_serial_us", "sim_overlap_us"]
+ERR = ["err_gemm_pct", "err_allreduce_pct", "err_serial_pct", "err_overlap_pct"]
+
+
+def test_validate_overlap_columns_and_determinism(tmp_path, engines, cli):
+    csv = tmp_path / "rows.csv"
+    pd.DataFrame(ROWS).to_csv(csv, index=False)
+    outs = []
+    for run in ("a", "b"):
+        cli("experiment=validate_overlap", f"validate.input={csv}", f"out_dir={tmp_path / run}",
+            env={"CAIS_ENGINE_DIR": str(engines)})
+        outs.append((tmp_path / run / "results.csv").read_bytes())
+        timing = pd.read_csv(tmp_path / run / "timing.csv")
+        assert {"serial_wall_s", "overlap_wall_s"} <= set(timing.columns)
+    assert outs[0] == outs[1]
+    res = pd.read_csv(tmp_path / "a" / "results.csv")
+    assert list(res["name"]) == ["tiny2", "tiny4"] and set(SIM + ERR) <= set(res.columns)
+    assert not any(c.endswith("wall_s") for c in res.columns)
+    assert list(res["system"]) == ["hgx_h200_2gpu", "hgx_h200_4gpu"]
+    assert (res[SIM] > 0).all().all()
+    # serial: the AllReduce is released when the GEMM ends, so the whole is the two spans
+    assert (res["sim_serial_us"] - res["sim_gemm_us"] - res["sim_allreduce_us"]).abs().max() < 2.0
+    expect = 100 * (res["sim_overlap_us"] - res["overlap_us"]) / res["overlap_us"]
+    assert (res["err_overlap_pct"] - expect).abs().max() < 0.01
+
+
+def test_overlap_workload_is_two_streams_with_one_allreduce_after_each_gemm_chunk():
+    row = pd.Series(ROWS[1])
+    wl = vo.build_workload(row, 132, ring.RingConfig(channels=4), overlap=True)
+    names = [wl.kernels[la.kernel].name for la in wl.launches]
+    assert names == ["gemm0", "allreduce0", "gemm1", "allreduce1", "gemm2", "allreduce2", "gemm3", "allreduce3"]
+    gemms, ars = wl.launches[0::2], wl.launches[1::2]
+    assert len({la.stream for la in gemms}) == 1 and len({la.stream for la in ars}) == 1
+    assert gemms[0].stream != ars[0].stream
+    assert [list(la.after) for la in ars] == [[0], [2], [4], [6]]
+    # each chunk's GEMM has M / chunks rows; its AllReduce covers the chunk (rounded to whole parts)
+    tm = gemm_kernel.plan(128, 256, 128, 132).tm
+    assert wl.kernels[wl.launches[0].kernel].grid_y == -(-128 // tm)
+    assert wl.buffers[vo_buffer(wl, "y0")].bytes == vo.ar_bytes(128, 256, 4, 4)
+    serial = vo.build_workload(row, 132, ring.RingConfig(channels=4), overlap=False)
+    assert [wl_.stream for wl_ in serial.launches] == [0, 0] and list(serial.launches[1].after) == [0]
+
+
+def vo_buffer(wl, name: str) -> int:
+    return [b.name for b in wl.buffers].index(name)
+
+
+def test_allreduce_size_rounds_up_to_whole_parts():
+    assert vo.ar_bytes(16384, 2048, 2, 24) % (24 * 2 * 128) == 0
+    assert 0 <= vo.ar_bytes(16384, 2048, 8, 24) - 16384 * 2048 * 2 < 24 * 8 * 128
+    assert vo.ar_bytes(4, 64, 2, 1) == 512  # 4 x 64 bf16 = 512 B: already whole
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(chunks=3), r"line 2 \(name tiny2\): M 512 does not split into chunks 3"),
+    (dict(gpus=3), r"line 2 \(name tiny2\): gpus '3' is not allowed; allowed: 2, 4, 8"),
+    (dict(K="64MiB"), r"line 2 \(name tiny2\): K '64MiB' is not allowed"),
+    (dict(overlap_us=-1), r"line 2 \(name tiny2\): overlap_us '-1' is not allowed"),
+])
+def test_bad_rows_are_one_line_errors(tmp_path, change, match):
+    csv = tmp_path / "bad.csv"
+    pd.DataFrame([dict(ROWS[0], **change)]).to_csv(csv, index=False)
+    with pytest.raises(ConfigError, match=match) as e:
+        vo.load_input(csv)
+    assert "\n" not in str(e.value)
+
+
+def test_a_bad_row_stops_the_cli_with_one_line(tmp_path, engines, cli):
+    csv = tmp_path / "bad.csv"
+    pd.DataFrame([dict(ROWS[0], gpus=6)]).to_csv(csv, index=False)
+    proc = cli("experiment=validate_overlap", f"validate.input={csv}", f"out_dir={tmp_path / 'o'}", check=False)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("cais-sim: error: validate.input:") and "gpus '6'" in err[0]
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+def test_the_committed_inputs_are_the_measured_rows():
+    full = vo.load_input(vo.DEFAULT_INPUT)
+    assert len(full) == 72 and sorted(full["gpus"].unique()) == [2, 4, 8]
+    sub = vo.load_input(vo.DEFAULT_INPUT.with_name("overlap_h200_subset.csv"))
+    merged = sub.merge(full, on=list(sub.columns), how="left", indicator=True)
+    assert (merged["_merge"] == "both").all() and sorted(sub["gpus"].unique()) == [2, 4, 8]
