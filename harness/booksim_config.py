@@ -40,27 +40,64 @@ SUPPORTED: dict[str, str] = {
     "warmup_periods": "3",
     "max_samples": "10",
     "sim_type": "latency",
+    "hold_switch_for_packet": "0",
+    "wait_for_tail_credit": "0",
+    "alloc_iters": "1",
+    "input_speedup": "1",
+    "output_speedup": "1",
+    "internal_speedup": "1.0",
+    "arb_type": "round_robin",
+    "vc_busy_when_full": "0",
+    "vc_prioritize_empty": "0",
+    "speculative": "0",
+    "noq": "0",
+    "output_delay": "0",
+    "st_prepare_delay": "0",
+    "output_buffer_size": "-1",
+    "router": "iq",
+    "classes": "1",
+    "priority": "none",
+    "include_queuing": "1",
+    "sim_count": "1",
+    "use_read_write": "0",
+    "subnets": "1",
+    "latency_thres": "500.0",
+    "warmup_thres": "0.05",
+    "acc_warmup_thres": "0.05",
+    "stopping_thres": "0.05",
+    "acc_stopping_thres": "0.05",
+    "perm_seed": "0",
+    "deadlock_warn_timeout": "256",
+    "print_activity": "0",
+    "print_csv_results": "0",
+    "watch_out": "",
+    "stats_out": "",
     "sw_alloc_patience": "2",
 }
 
 # BookSim2 options this engine knows of but does not model (an error says so, not "unknown").
 UNSUPPORTED: frozenset[str] = frozenset({
     "c", "x", "y", "xr", "yr", "limit", "network_file", "use_noc_latency", "in_ports", "out_ports",
-    "router", "output_delay", "noq", "speculative", "spec_check_elig", "spec_check_cred",
-    "spec_mask_by_reqs", "alloc_iters", "arb_type", "vc_alloc_arb_type", "sw_alloc_arb_type",
-    "input_speedup", "output_speedup", "internal_speedup", "hold_switch_for_packet",
-    "wait_for_tail_credit", "vc_busy_when_full", "vc_prioritize_empty", "output_buffer_size",
-    "st_prepare_delay", "classes", "read_request_size", "write_request_size", "read_reply_size",
-    "write_reply_size", "use_read_write", "priority", "perm_seed", "batch_size", "batch_count",
-    "max_outstanding_requests", "latency_thres", "warmup_thres", "acc_warmup_thres",
-    "stopping_thres", "acc_stopping_thres", "sim_count", "deadlock_warn_timeout", "print_activity",
-    "print_csv_results", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
-    "watch_transactions", "watch_out", "stats_out", "sim_power", "power_output_file", "tech_file",
-    "channel_width", "channel_sweep", "num_vcs_sweep", "injection_rate_sweep", "subnets",
-    "deadlock_timeout", "link_failures", "fail_seed", "routing_table_file", "xy_routing",
-    "include_queuing", "burst_alpha", "burst_beta", "burst_r1", "packet_size_rate",
+    "spec_check_elig", "spec_check_cred", "spec_mask_by_reqs", "vc_alloc_arb_type", "sw_alloc_arb_type",
+    "read_request_size", "write_request_size", "read_reply_size", "write_reply_size", "batch_size",
+    "batch_count", "max_outstanding_requests", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
+    "watch_transactions", "sim_power", "power_output_file", "tech_file", "channel_width", "channel_sweep",
+    "num_vcs_sweep", "injection_rate_sweep", "deadlock_timeout", "link_failures", "fail_seed",
+    "routing_table_file", "xy_routing", "burst_alpha", "burst_beta", "burst_r1", "packet_size_rate",
     "traffic_class",
 })
+
+# BookSim keys accepted only at the values the engine models (the same table as
+# booksim_fixed_values() in external/net/src/booksim_config.cc).
+FIXED: dict[str, tuple[str, ...]] = {
+    "hold_switch_for_packet": ("0", "1"), "wait_for_tail_credit": ("0",), "alloc_iters": ("1",),
+    "input_speedup": ("1",), "output_speedup": ("1",), "internal_speedup": ("1",),
+    "arb_type": ("round_robin",), "vc_busy_when_full": ("0",), "vc_prioritize_empty": ("0",),
+    "speculative": ("0",), "noq": ("0",), "output_delay": ("0",), "st_prepare_delay": ("0",),
+    "output_buffer_size": ("-1",), "router": ("iq",), "classes": ("1",), "priority": ("none",),
+    "include_queuing": ("1",), "sim_count": ("1",), "use_read_write": ("0",), "subnets": ("1",),
+    "print_activity": ("0",), "print_csv_results": ("0", "1"), "watch_out": ("",), "stats_out": ("",),
+}
 
 # Values the engine supports for keys that name a model choice.
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -73,7 +110,14 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sim_type": ("latency",),
 }
 
-_INT_KEYS = ("k", "n", "num_vcs", "vc_buf_size", "packet_size", "injection_rate_uses_flits", "routing_delay",
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+_INT_KEYS = ("perm_seed", "deadlock_warn_timeout", "k", "n", "num_vcs", "vc_buf_size", "packet_size", "injection_rate_uses_flits", "routing_delay",
              "vc_alloc_delay", "sw_alloc_delay", "st_final_delay", "credit_delay", "seed", "sample_period",
              "warmup_periods", "max_samples", "sw_alloc_patience")
 
@@ -113,10 +157,37 @@ class BooksimConfig:
         r = self.injection_rate if rate is None else rate
         return r if self.int("injection_rate_uses_flits") else r * self.int("packet_size")
 
+    def traffic(self) -> tuple[str, list[int]]:
+        """Pattern name and hotspot nodes: BookSim's hotspot({{0,1}}) (or hotspot({{0,1},{r,r}})
+        with equal rates), or the older hotspot + hotspot_nodes = {0,1}."""
+        text = self.values["traffic"].strip()
+        if "(" not in text:
+            return text, self.int_list("hotspot_nodes")
+        m = re.fullmatch(r"hotspot\(\{\{([^{}]*)\}(?:,\s*\{([^{}]*)\})?\}\)", text.replace(" ", ""))
+        if not m:
+            raise ConfigError("traffic", f"'{text}': parameters are supported only as hotspot({{{{nodes}}}}) or "
+                                         "hotspot({{nodes},{rates}})")
+        nodes = [x for x in m.group(1).split(",") if x]
+        rates = [x for x in (m.group(2) or "").split(",") if x]
+        if not nodes or not all(re.fullmatch(r"[+-]?\d+", x) for x in nodes + rates):
+            raise ConfigError("traffic", f"'{text}': expected lists of integers")
+        if len(set(int(r) for r in rates)) > 1:
+            raise ConfigError("traffic", f"'{text}': unequal hotspot rates are not supported (equal rates only)")
+        return "hotspot", [int(x) for x in nodes]
+
     def validate(self) -> "BooksimConfig":
+        for key, allowed in FIXED.items():
+            value = self.values[key]
+            if not any(value == a or (_number(value) is not None and _number(value) == _number(a)) for a in allowed):
+                shown = ", ".join(a if a else '""' for a in allowed)
+                raise ConfigError(key, f"'{value}' is not modelled (supported: {shown})")
+        for key in ("latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"):
+            self.float(key)
+        pattern, hot = self.traffic()
         for key, allowed in CHOICES.items():
-            if self.values[key] not in allowed:
-                raise ConfigError(key, f"'{self.values[key]}' is not supported (supported: {', '.join(allowed)})")
+            value = pattern if key == "traffic" else self.values[key]
+            if value not in allowed:
+                raise ConfigError(key, f"'{value}' is not supported (supported: {', '.join(allowed)})")
         for key in _INT_KEYS:
             self.int(key)
         if self.int("n") != 1:
@@ -128,11 +199,10 @@ class BooksimConfig:
             raise ConfigError("packet_size", "larger than vc_buf_size (virtual cut-through needs room for a packet)")
         if self.int("injection_rate_uses_flits") not in (0, 1):
             raise ConfigError("injection_rate_uses_flits", "must be 0 or 1")
-        hot = self.int_list("hotspot_nodes")
         k = self.int("k")
         if any(h < 0 or h >= k for h in hot):
             raise ConfigError("hotspot_nodes", f"must list terminals 0..{k - 1}, got {hot}")
-        if self.values["traffic"] == "hotspot" and not hot:
+        if pattern == "hotspot" and not hot:
             raise ConfigError("hotspot_nodes", "hotspot traffic needs hotspot_nodes = {...}")
         self.check_rate(self.injection_rate)
         return self

@@ -50,11 +50,43 @@ def test_parser_names_the_bad_key(text, key):
 
 def test_unsupported_booksim_options_are_named_as_such():
     with pytest.raises(ConfigError, match="not supported"):
-        booksim_config.parse_text("alloc_iters = 2;")
+        booksim_config.parse_text("spec_check_elig = 1;")
     src = (REPO_ROOT / "external" / "net" / "src" / "booksim_config.cc").read_text()
     block = src[src.index("unsupported_booksim_keys()"):]
     block = block[:block.index("return keys;")]
     assert set(re.findall(r'"(\w+)"', block)) == booksim_config.UNSUPPORTED
+
+
+@pytest.mark.parametrize("text", [
+    "alloc_iters = 1; wait_for_tail_credit = 0; input_speedup = 1; output_speedup = 1; internal_speedup = 1.0;",
+    "latency_thres = 1e9; warmup_thres = 1e9; hold_switch_for_packet = 1; router = iq; perm_seed = 7;",
+    "traffic = hotspot({{0,1}}); vc_buf_size = 16;",
+    "traffic = hotspot({{2},{1}}); vc_buf_size = 16;",
+])
+def test_booksim_keys_accepted_at_modelled_values(text):
+    booksim_config.parse_text(text).validate()
+
+
+@pytest.mark.parametrize("text, key", [
+    ("alloc_iters = 2;", "alloc_iters"),
+    ("wait_for_tail_credit = 1;", "wait_for_tail_credit"),
+    ("input_speedup = 2;", "input_speedup"),
+    ("output_speedup = 2;", "output_speedup"),
+    ("internal_speedup = 2.0;", "internal_speedup"),
+    ("hold_switch_for_packet = 2;", "hold_switch_for_packet"),
+    ("latency_thres = high;", "latency_thres"),
+    ("traffic = hotspot({{0,1},{1,2}}); vc_buf_size = 16;", "traffic"),
+    ("traffic = tornado;", "traffic"),
+])
+def test_booksim_keys_rejected_by_name(text, key):
+    with pytest.raises(ConfigError) as err:
+        booksim_config.parse_text(text).validate()
+    assert err.value.key == key
+
+
+def test_hotspot_syntax_gives_the_nodes():
+    cfg = booksim_config.parse_text("traffic = hotspot({{0, 3}}); vc_buf_size = 16;").validate()
+    assert cfg.traffic() == ("hotspot", [0, 3])
 
 
 def test_parser_syntax_errors():

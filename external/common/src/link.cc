@@ -51,9 +51,54 @@ TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std:
   p.hop_dst = link_.peer_node;
   p.hop_port = link_.peer_port;
   p.vc = vc;
+  p.tail_ps = 0;
   // Virtual cut-through: the packet is usable at the receiver once its tail has arrived.
   sim.send(h, busy_until_ + link_.latency_ps, sender);
   return busy_until_;
+}
+
+TimePs OutputChannel::transmit_announcing_head(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc) {
+  Packet& p = sim.packets()[h];
+  if (credits_[vc] < p.flits)
+    throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
+  credits_[vc] -= p.flits;
+  const TimePs start = std::max(sim.now(), busy_until_);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
+  const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
+  busy_until_ = start + ser;
+  stats_.packets += 1;
+  stats_.flits += p.flits;
+  stats_.wire_bytes += bytes;
+  stats_.payload_bytes += p.payload_bytes;
+  stats_.busy_ps += ser;
+  stats_.wire_bytes_series.add(start, static_cast<double>(bytes));
+  p.hop_dst = link_.peer_node;
+  p.hop_port = link_.peer_port;
+  p.vc = vc;
+  p.tail_ps = busy_until_ + link_.latency_ps;
+  sim.send(h, start + serialization_ps(flit_bytes_, link_.bw_gbps) + link_.latency_ps, sender);
+  return busy_until_;
+}
+
+void OutputChannel::deliver_tail(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs tail_ps) {
+  Packet& p = sim.packets()[h];
+  if (credits_[vc] < p.flits)
+    throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
+  credits_[vc] -= p.flits;
+  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
+  const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
+  busy_until_ = std::max(busy_until_, tail_ps);
+  stats_.packets += 1;
+  stats_.flits += p.flits;
+  stats_.wire_bytes += bytes;
+  stats_.payload_bytes += p.payload_bytes;
+  stats_.busy_ps += ser;
+  stats_.wire_bytes_series.add(tail_ps > ser ? tail_ps - ser : 0, static_cast<double>(bytes));
+  p.hop_dst = link_.peer_node;
+  p.hop_port = link_.peer_port;
+  p.vc = vc;
+  p.tail_ps = 0;
+  sim.send(h, std::max(tail_ps, sim.now()) + link_.latency_ps, sender);
 }
 
 void OutputChannel::return_credits(std::uint32_t vc, std::uint32_t flits) {

@@ -21,6 +21,7 @@ void Packet::to_proto(proto::Packet* out) const {
   out->set_count(count);
   out->set_aux(aux);
   out->set_hop_key(hop_key);
+  out->set_tail_ps(tail_ps);
   if (!values.empty()) out->mutable_values()->Add(values.begin(), values.end());
 }
 
@@ -43,6 +44,7 @@ void Packet::from_proto(const proto::Packet& in) {
   count = in.count();
   aux = in.aux();
   hop_key = in.hop_key();
+  tail_ps = in.tail_ps();
   values.assign(in.values().begin(), in.values().end());
 }
 

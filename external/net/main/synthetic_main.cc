@@ -84,13 +84,42 @@ int run(int argc, char** argv) {
     }
     return sent - got;
   };
+  // BookSim's stability check after every sample period: the average latency of the packets
+  // delivered in this phase and of those still in flight (aged to now) above latency_thres
+  // aborts the run as unstable (a negative threshold disables it, as in BookSim).
+  const double latency_thres = bc.get_double("latency_thres");
+  auto average_latency = [&](cais::TimePs now) {
+    double gen = 0, got = 0, gen_ps = 0, got_ps = 0, phase_n = 0, phase_sum = 0;
+    for (auto* t2 : terms) {
+      const auto& c = t2->counters();
+      gen += static_cast<double>(c.generated_packets);
+      got += static_cast<double>(c.received_packets);
+      gen_ps += c.generated_inject_ps_sum;
+      got_ps += c.received_inject_ps_sum;
+      phase_n += static_cast<double>(c.phase_received);
+      phase_sum += c.phase_latency_sum_cycles;
+    }
+    const double in_flight = gen - got;
+    const double age_sum = (in_flight * static_cast<double>(now) - (gen_ps - got_ps)) / static_cast<double>(cycle);
+    const double n = phase_n + in_flight;
+    return n > 0 ? (phase_sum + age_sum) / n : 0.0;
+  };
   cais::TimePs t = 0;
   bool stable = true;
+  bool measuring = false;
   for (;;) {
     t += step;
     sim.run_until(t);
+    if (!measuring && t >= begin) {
+      measuring = true;
+      for (auto* t2 : terms) t2->begin_phase();
+    }
     if (t >= end && measured_left() == 0) break;
-    if (t >= drain_limit) {
+    const bool too_slow = t <= end && latency_thres >= 0 && average_latency(t) > latency_thres;
+    if (too_slow || t >= drain_limit) {
+      if (too_slow)
+        std::cerr << "Average latency for class 0 exceeded " << latency_thres << " cycles. Aborting simulation.\n";
+      std::cerr << "Simulation unstable, ending ...\n";
       stable = false;
       break;
     }

@@ -1,6 +1,7 @@
 #include "cais/net/booksim_config.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -35,8 +36,56 @@ const std::map<std::string, std::string>& booksim_supported_keys() {
       {"warmup_periods", "3"},
       {"max_samples", "10"},
       {"sim_type", "latency"},
-      // Not BookSim's: packet-level allocator calibration (net.sw_alloc_patience).
+      // BookSim's router and simulation keys, at the values this engine models
+      // (booksim_fixed_values) or with any value where they only steer the run.
+      {"hold_switch_for_packet", "0"},
+      {"wait_for_tail_credit", "0"},
+      {"alloc_iters", "1"},
+      {"input_speedup", "1"},
+      {"output_speedup", "1"},
+      {"internal_speedup", "1.0"},
+      {"arb_type", "round_robin"},
+      {"vc_busy_when_full", "0"},
+      {"vc_prioritize_empty", "0"},
+      {"speculative", "0"},
+      {"noq", "0"},
+      {"output_delay", "0"},
+      {"st_prepare_delay", "0"},
+      {"output_buffer_size", "-1"},
+      {"router", "iq"},
+      {"classes", "1"},
+      {"priority", "none"},
+      {"include_queuing", "1"},
+      {"sim_count", "1"},
+      {"use_read_write", "0"},
+      {"subnets", "1"},
+      {"latency_thres", "500.0"},
+      {"warmup_thres", "0.05"},
+      {"acc_warmup_thres", "0.05"},
+      {"stopping_thres", "0.05"},
+      {"acc_stopping_thres", "0.05"},
+      {"perm_seed", "0"},
+      {"deadlock_warn_timeout", "256"},
+      {"print_activity", "0"},
+      {"print_csv_results", "0"},
+      {"watch_out", std::string()},
+      {"stats_out", std::string()},
+      // Not BookSim's: packet-level allocator calibration (net.sw_alloc_patience), used with
+      // hold_switch_for_packet = 1.
       {"sw_alloc_patience", "2"},
+  };
+  return keys;
+}
+
+const std::map<std::string, std::vector<std::string>>& booksim_fixed_values() {
+  static const std::map<std::string, std::vector<std::string>> keys{
+      {"hold_switch_for_packet", {"0", "1"}}, {"wait_for_tail_credit", {"0"}}, {"alloc_iters", {"1"}},
+      {"input_speedup", {"1"}}, {"output_speedup", {"1"}}, {"internal_speedup", {"1"}},
+      {"arb_type", {"round_robin"}}, {"vc_busy_when_full", {"0"}}, {"vc_prioritize_empty", {"0"}},
+      {"speculative", {"0"}}, {"noq", {"0"}}, {"output_delay", {"0"}}, {"st_prepare_delay", {"0"}},
+      {"output_buffer_size", {"-1"}}, {"router", {"iq"}}, {"classes", {"1"}}, {"priority", {"none"}},
+      {"include_queuing", {"1"}}, {"sim_count", {"1"}}, {"use_read_write", {"0"}}, {"subnets", {"1"}},
+      {"print_activity", {"0"}}, {"print_csv_results", {"0", "1"}}, {"watch_out", {""}}, {"stats_out", {""}},
   };
   return keys;
 }
@@ -53,18 +102,13 @@ std::string trim(const std::string& s) {
 const std::set<std::string>& unsupported_booksim_keys() {
   static const std::set<std::string> keys{
       "c", "x", "y", "xr", "yr", "limit", "network_file", "use_noc_latency", "in_ports", "out_ports",
-      "router", "output_delay", "noq", "speculative", "spec_check_elig", "spec_check_cred", "spec_mask_by_reqs",
-      "alloc_iters", "arb_type", "vc_alloc_arb_type", "sw_alloc_arb_type", "input_speedup", "output_speedup",
-      "internal_speedup", "hold_switch_for_packet", "wait_for_tail_credit", "vc_busy_when_full",
-      "vc_prioritize_empty", "output_buffer_size", "st_prepare_delay", "classes", "read_request_size",
-      "write_request_size", "read_reply_size", "write_reply_size", "use_read_write", "priority", "perm_seed",
-      "batch_size", "batch_count", "max_outstanding_requests", "latency_thres", "warmup_thres",
-      "acc_warmup_thres", "stopping_thres", "acc_stopping_thres", "sim_count", "deadlock_warn_timeout",
-      "print_activity", "print_csv_results", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
-      "watch_transactions", "watch_out", "stats_out", "sim_power", "power_output_file", "tech_file",
-      "channel_width", "channel_sweep", "num_vcs_sweep", "injection_rate_sweep", "subnets", "deadlock_timeout",
-      "link_failures", "fail_seed", "routing_table_file", "xy_routing", "include_queuing", "burst_alpha",
-      "burst_beta", "burst_r1", "packet_size_rate", "traffic_class"};
+      "spec_check_elig", "spec_check_cred", "spec_mask_by_reqs", "vc_alloc_arb_type", "sw_alloc_arb_type",
+      "read_request_size", "write_request_size", "read_reply_size", "write_reply_size", "batch_size",
+      "batch_count", "max_outstanding_requests", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
+      "watch_transactions", "sim_power", "power_output_file", "tech_file", "channel_width", "channel_sweep",
+      "num_vcs_sweep", "injection_rate_sweep", "deadlock_timeout", "link_failures", "fail_seed",
+      "routing_table_file", "xy_routing", "burst_alpha", "burst_beta", "burst_r1", "packet_size_rate",
+      "traffic_class"};
   return keys;
 }
 
@@ -220,11 +264,97 @@ void set_param_s(proto::Configure& cfg, const std::string& key, const std::strin
 void set_param_b(proto::Configure& cfg, const std::string& key, bool b) { (*cfg.mutable_params())[key].set_b(b); }
 }  // namespace
 
+namespace {
+// Top-level comma-separated items of `s` (commas inside braces do not split).
+std::vector<std::string> split_top(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  for (char ch : s) {
+    if (ch == '{') ++depth;
+    if (ch == '}') --depth;
+    if (ch == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (!trim(cur).empty()) out.push_back(trim(cur));
+  return out;
+}
+
+std::vector<long> int_items(const std::string& key, const std::string& text) {
+  std::string body = trim(text);
+  if (!body.empty() && body.front() == '{' && body.back() == '}') body = body.substr(1, body.size() - 2);
+  std::vector<long> out;
+  for (const auto& item : split_top(body)) {
+    std::size_t pos = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (pos == 0 || pos != item.size()) throw ConfigError(key, "expected a list of integers, got '" + text + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
+
+BooksimTraffic BooksimConfig::traffic() const {
+  const std::string t = trim(get_string("traffic"));
+  BooksimTraffic r;
+  const auto open = t.find('(');
+  r.pattern = trim(t.substr(0, open));
+  if (open != std::string::npos) {
+    if (t.back() != ')') throw ConfigError("traffic", "missing ')' in '" + t + "'");
+    std::string params = trim(t.substr(open + 1, t.size() - open - 2));
+    // BookSim's parameter list is itself a {...} list: hotspot({{0,1}}), hotspot({{0,1},{2,1}}).
+    if (!params.empty() && params.front() == '{' && params.back() == '}') params = params.substr(1, params.size() - 2);
+    const auto items = split_top(params);
+    if (r.pattern != "hotspot" || items.empty() || items.size() > 2)
+      throw ConfigError("traffic", "'" + t + "': parameters are supported only as hotspot({{nodes}}) or "
+                                   "hotspot({{nodes},{rates}})");
+    r.hotspots = int_items("traffic", items[0]);
+    if (items.size() == 2) {
+      const auto rates = int_items("traffic", items[1]);
+      for (long rate : rates)
+        if (rate != rates.front())
+          throw ConfigError("traffic", "'" + t + "': unequal hotspot rates are not supported (equal rates only)");
+    }
+    if (r.hotspots.empty()) throw ConfigError("traffic", "'" + t + "': hotspot needs at least one node");
+  } else {
+    r.hotspots = get_int_list("hotspot_nodes");
+  }
+  return r;
+}
+
 proto::Configure BooksimConfig::to_configure() const {
+  for (const auto& kv : booksim_fixed_values()) {
+    const std::string v = get_string(kv.first);
+    bool ok = false;
+    for (const auto& a : kv.second) {
+      char* end = nullptr;
+      const double dv = std::strtod(v.c_str(), &end), da = std::strtod(a.c_str(), nullptr);
+      ok |= v == a || (!v.empty() && end && *end == 0 && !a.empty() && dv == da);
+    }
+    if (!ok) {
+      std::string list;
+      for (const auto& a : kv.second) list += (list.empty() ? "" : ", ") + (a.empty() ? std::string("\"\"") : a);
+      throw ConfigError(kv.first, "'" + v + "' is not modelled (supported: " + list + ")");
+    }
+  }
+  for (const char* key : {"latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"})
+    get_double(key);
+  for (const char* key : {"perm_seed", "deadlock_warn_timeout"}) get_int(key);
   require(*this, "topology", {"fly"});
   if (get_int("n") != 1) throw ConfigError("n", "only n = 1 (a single k-port router) is supported");
   require(*this, "routing_function", {"dest_tag"});
-  require(*this, "traffic", {"uniform", "randperm", "hotspot"});
+  const BooksimTraffic traffic_spec = traffic();
+  if (traffic_spec.pattern != "uniform" && traffic_spec.pattern != "randperm" && traffic_spec.pattern != "hotspot")
+    throw ConfigError("traffic", "'" + traffic_spec.pattern + "' is not supported (supported: uniform, randperm, hotspot)");
   require(*this, "injection_process", {"bernoulli"});
   require(*this, "vc_allocator", {"separable_input_first"});
   require(*this, "sw_allocator", {"separable_input_first"});
@@ -239,10 +369,10 @@ proto::Configure BooksimConfig::to_configure() const {
   const double rate = get_double("injection_rate");
   const double pkt_rate = uses_flits ? rate / static_cast<double>(flits) : rate;
   if (rate < 0 || pkt_rate > 1) throw ConfigError("injection_rate", "must give 0..1 packets per node per cycle");
-  const auto hot = get_int_list("hotspot_nodes");
+  const auto hot = traffic_spec.hotspots;
   for (long h : hot)
     if (h < 0 || h >= k) throw ConfigError("hotspot_nodes", "node " + std::to_string(h) + " is not a terminal (0.." + std::to_string(k - 1) + ")");
-  if (get_string("traffic") == "hotspot" && hot.empty()) throw ConfigError("hotspot_nodes", "hotspot traffic needs hotspot_nodes = {...}");
+  if (traffic_spec.pattern == "hotspot" && hot.empty()) throw ConfigError("hotspot_nodes", "hotspot traffic needs hotspot_nodes = {...}");
   const long period = positive(*this, "sample_period");
   const long warm = non_negative(*this, "warmup_periods");
   const long samples = positive(*this, "max_samples");
@@ -298,10 +428,12 @@ proto::Configure BooksimConfig::to_configure() const {
   set_param(cfg, "net.credit_delay_ns", non_negative(*this, "credit_delay") * kCycleNs);
   set_param(cfg, "net.stats_bin_ns", static_cast<double>(period) * kCycleNs);
   set_param_i(cfg, "net.sw_alloc_patience", non_negative(*this, "sw_alloc_patience"));
+  // BookSim's default (hold_switch_for_packet = 0) allocates the switch per flit.
+  set_param_s(cfg, "net.sw_alloc_granularity", get_int("hold_switch_for_packet") ? "packet" : "flit");
   set_param_b(cfg, "net.traffic_control", false);
   set_param_b(cfg, "net.functional", false);
   set_param_s(cfg, "net.features", "");
-  set_param_s(cfg, "synthetic.traffic", get_string("traffic"));
+  set_param_s(cfg, "synthetic.traffic", traffic_spec.pattern);
   auto& hl = (*cfg.mutable_params())["synthetic.hotspot_nodes"];
   hl.mutable_list();
   for (long h : hot) hl.mutable_list()->add_items()->set_i(h);

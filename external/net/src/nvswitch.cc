@@ -48,6 +48,7 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
       queue_ps_[port] = serialization_ps(static_cast<std::uint64_t>(params_.output_queue_flits) * params_.flit_bytes,
                                          info.out[port].bw_gbps);
   ready_pending_.assign(static_cast<std::size_t>(inputs) * (vcs + 1), 0);
+  if (params_.flit_level) init_flit_level();
   for (std::uint32_t i = 0; i < params_.features.size(); ++i) {
     FeatureArgs a{&p, ports, i, node};
     features_.push_back(FeatureRegistry::instance().make(params_.features[i], a));
@@ -151,6 +152,9 @@ void NvSwitch::handle(const Event& e) {
     case kFeatureTimer:
       features_.at(e.arg32)->on_timer(*this, e.arg);
       return;
+    case kFlitTick:
+      if (e.arg == tick_at_) flit_tick();  // otherwise superseded by an earlier tick
+      return;
     case kOutputRoom:
       room_pending_[e.arg32] = 0;
       if (swa_.has_requests(e.arg32)) request_allocation(e.arg32);
@@ -176,6 +180,7 @@ InputEntry NvSwitch::make_entry(PacketHandle h, std::uint32_t in_port, TimePs he
   e.credit_flits = 0;  // injected packets hold no upstream credits
   e.tail_ps = sim_.now();
   e.ready_ps = head_ps + params_.pipeline_ps();
+  e.known_ps = sim_.now();
   return e;
 }
 
@@ -202,10 +207,20 @@ void NvSwitch::on_arrival(PacketHandle h) {
   }
   // Cut-through: the head arrived one serialisation time before the tail (announced now).
   // A feature may have rewritten the packet; buffer space and credits follow what arrived.
-  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(flits) * params_.flit_bytes, in_[port].in_bw_gbps());
+  // A packet announced at its head (a flit-level sender) has its first flit in now.
+  const bool at_head = p.tail_ps > sim_.now();
+  const TimePs flit_ps = serialization_ps(params_.flit_bytes, in_[port].in_bw_gbps());
+  const TimePs ser = at_head ? flit_ps : serialization_ps(static_cast<std::uint64_t>(flits) * params_.flit_bytes,
+                                                          in_[port].in_bw_gbps());
   const TimePs head = sim_.now() > ser ? sim_.now() - ser : 0;
   InputEntry entry = make_entry(h, port, head);
   entry.credit_flits = flits;
+  if (at_head) {
+    if (!params_.flit_level)
+      throw InvariantError(NodeComponent::name() + ": a packet announced at its head needs net.sw_alloc_granularity=flit");
+    entry.tail_ps = p.tail_ps;
+    entry.flit_step_ps = flit_ps;
+  }
   const bool was_empty = in_[port].empty(vc);
   in_[port].accept(vc, entry);
   ++buffered_;
@@ -220,6 +235,7 @@ void NvSwitch::on_credit(std::uint32_t port, PacketHandle h) {
 }
 
 void NvSwitch::head_changed(std::uint32_t in, std::uint32_t vc) {
+  if (params_.flit_level) return flit_head_changed(in, vc);
   InputUnit& iu = in_[in];
   if (iu.empty(vc)) return;
   InputEntry& e = iu.head(vc);

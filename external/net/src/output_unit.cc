@@ -43,6 +43,17 @@ TimePs OutputUnit::send(Sim& sim, Component& self, PacketHandle h, std::uint32_t
   return tail;
 }
 
+void OutputUnit::deliver_tail(Sim& sim, Component& self, PacketHandle h, std::uint32_t vc, TimePs tail_ps) {
+  const Packet& p = sim.packets()[h];
+  const auto t = static_cast<std::size_t>(p.type) % kPacketTypes;
+  if (!type_registered_[t]) register_type(p.type);
+  type_bytes_[t] += p.payload_bytes;
+  ++type_packets_[t];
+  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(p.flits) * ch_.flit_bytes(), ch_.link().bw_gbps);
+  ch_.deliver_tail(sim, self, h, vc, tail_ps);
+  add_busy(tail_ps > ser ? tail_ps - ser : 0, tail_ps);  // the flits' share, placed before the tail
+}
+
 void OutputUnit::add_busy(TimePs from, TimePs to) {
   const TimePs bin = busy_ps_series_.bin_ps();
   while (from < to) {

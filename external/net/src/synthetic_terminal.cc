@@ -40,6 +40,9 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
   if (packet_flits_ > depth) throw ConfigError("synthetic.packet_flits", "larger than net.vc_depth_flits");
   const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
+  // A flit-level router streams a packet while its tail still arrives: announce heads to it.
+  announce_head_ = p.has("net.sw_alloc_granularity") &&
+                   p.get_enum("net.sw_alloc_granularity", {"packet", "flit"}) == "flit";
   const auto& info = sim.node(node);
   std::vector<std::uint32_t> weights;
   out_.resize(info.out.size());
@@ -131,6 +134,7 @@ void SyntheticTerminal::generate() {
   const bool measured = now >= measure_begin_ps_ && now < measure_end_ps_;
   p.tag = measured ? 1 : 0;
   ++c_.generated_packets;
+  c_.generated_inject_ps_sum += static_cast<double>(now);
   if (measured) ++c_.measured_sent;
   const std::uint32_t port = planes_.plane(p.addr);
   queues_[port].push_back(h);
@@ -162,7 +166,8 @@ void SyntheticTerminal::pump(std::uint32_t port) {
     const PacketHandle h = q.front();
     q.pop_front();
     c_.sent_flits += flits;
-    const TimePs free_at = ch.transmit(sim_, *this, h, vc);
+    const TimePs free_at = announce_head_ ? ch.transmit_announcing_head(sim_, *this, h, vc)
+                                          : ch.transmit(sim_, *this, h, vc);
     if (!q.empty() && !free_pending_[port]) {  // otherwise the next packet's pump schedules it
       free_pending_[port] = 1;
       schedule(free_at, kPortFree, 0, port);
@@ -190,6 +195,9 @@ void SyntheticTerminal::on_arrival(PacketHandle h) {
   const TimePs now = sim_.now();
   c_.received_flits += q.flits;
   ++c_.received_packets;
+  c_.received_inject_ps_sum += static_cast<double>(q.inject_ps);
+  ++c_.phase_received;
+  c_.phase_latency_sum_cycles += static_cast<double>(now - q.inject_ps) / static_cast<double>(cycle_ps_);
   if (now >= measure_begin_ps_ && now < measure_end_ps_) c_.accepted_flits += q.flits;
   if (q.tag == 1) {
     const double lat = static_cast<double>(now - q.inject_ps) / static_cast<double>(cycle_ps_);

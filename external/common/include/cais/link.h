@@ -75,6 +75,13 @@ class OutputChannel {
   // and the tail leaves no earlier than max(min_tail, now). Returns the tail time.
   TimePs transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs earliest_start,
                   TimePs min_tail);
+  // For receivers that switch flits (a flit-level router): like transmit(), but the packet is
+  // announced when its head flit has arrived, with p.tail_ps the time its tail will.
+  TimePs transmit_announcing_head(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc);
+  // Flit-level routers: the packet's flits were interleaved with other packets' on this link
+  // (the router keeps one flit per cycle per output); its tail leaves at `tail_ps` (>= now).
+  // Consumes credits and announces the packet at the tail, as transmit() does.
+  void deliver_tail(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs tail_ps);
   void return_credits(std::uint32_t vc, std::uint32_t flits);
   void register_stats(StatsRegistry& reg, const std::string& prefix) const;
   const ChannelStats& stats() const { return stats_; }

@@ -32,6 +32,7 @@ struct Packet {
   std::uint32_t origin = 0;
   std::uint32_t count = 0;
   std::uint32_t aux = 0;
+  TimePs tail_ps = 0;  // announced at its head: when its tail arrives (0: announced at the tail)
   std::vector<double> values;  // functional mode only; capacity is kept across reuse
 
   void to_proto(proto::Packet* out) const;

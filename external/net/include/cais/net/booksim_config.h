@@ -19,6 +19,13 @@ struct BooksimValue {
   std::vector<std::string> items;  // list items ({a,b} or a single value)
 };
 
+// BookSim's `traffic` value: a pattern name, with hotspot nodes from hotspot({{a,b}}) or,
+// for the older spelling here, from hotspot_nodes = {a,b}.
+struct BooksimTraffic {
+  std::string pattern;
+  std::vector<long> hotspots;
+};
+
 class BooksimConfig {
  public:
   // Parses a file; throws ConfigError naming the file and line, or the key.
@@ -33,6 +40,7 @@ class BooksimConfig {
   std::vector<long> get_int_list(const std::string& key) const;
   bool was_set(const std::string& key) const { return set_.count(key) != 0; }
 
+  BooksimTraffic traffic() const;
   // Offered load in flits per node per cycle.
   double offered_flits() const;
   // The Configure for cais-net-synthetic: k terminals ("synthetic") on one k-port "nvswitch".
@@ -46,5 +54,7 @@ class BooksimConfig {
 
 // Keys this reader accepts, with BookSim's defaults.
 const std::map<std::string, std::string>& booksim_supported_keys();
+// Keys accepted only at the values the engine models (others are errors naming key and values).
+const std::map<std::string, std::vector<std::string>>& booksim_fixed_values();
 
 }  // namespace cais::net

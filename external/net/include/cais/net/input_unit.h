@@ -23,6 +23,11 @@ struct InputEntry {
   std::uint32_t credit_flits = 0; // buffer flits it occupies here (credits returned upstream)
   TimePs tail_ps = 0;         // tail arrived (or injected) at this time
   TimePs ready_ps = 0;        // head has passed routing, VC and switch allocation stages
+  // Flit-level switch allocation (net.sw_alloc_granularity=flit): flit j may cross at
+  // max(known_ps, ready_ps + j * flit_step_ps); flits_sent have crossed so far.
+  TimePs known_ps = 0;        // the router learnt of the packet (its arrival event)
+  TimePs flit_step_ps = 0;    // flit spacing on the incoming link (0: all flits present)
+  std::uint32_t flits_sent = 0;
 };
 
 // Growable ring of entries (grows only while warming up; no allocation in steady state).

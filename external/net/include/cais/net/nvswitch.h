@@ -15,6 +15,12 @@
 //                   port's, or the replication queue of an output).
 //   kFeatureTimer   a feature's timer (timeouts).
 //   kOutputRoom     with net.output_queue_flits: output o's queue has room again.
+//   kFlitTick       net.sw_alloc_granularity=flit: one router cycle of flit-level switch
+//                   allocation (FlitAllocator). Ticks run back to back only while some input
+//                   has a flit that may move; otherwise the next tick is scheduled for the
+//                   earliest time a flit or head becomes ready (no cycles of an idle router).
+//                   A packet announced at its head (p.tail_ps, flit-level senders) streams
+//                   through while its tail still arrives; each output takes one flit per cycle.
 // Cut-through: arrivals are announced when the tail is in, so the head is taken to have arrived
 // one serialisation time earlier; a packet that finds its output and input idle starts at
 // head + pipeline + crossbar delay, possibly before now, and its tail never leaves before it
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/net/flit_allocator.h"
 #include "cais/net/input_unit.h"
 #include "cais/net/output_unit.h"
 #include "cais/net/router_params.h"
@@ -85,7 +92,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   const Histogram& residence_ns() const { return residence_ns_; }
 
  private:
-  enum EventKind : std::uint32_t { kHeadReady = 1, kAllocate, kPortFree, kInject, kFeatureTimer, kOutputRoom };
+  enum EventKind : std::uint32_t { kHeadReady = 1, kAllocate, kPortFree, kInject, kFeatureTimer, kOutputRoom, kFlitTick };
 
   // Crossbar input of output `out`'s replication queue, and the inverse test.
   std::uint32_t replication_input(std::uint32_t out) const { return num_ports() + out; }
@@ -109,6 +116,13 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   void wake_when_room(std::uint32_t out);
   void send(std::uint32_t in, std::uint32_t out);
   void wake_vc_waiters(std::uint32_t out);
+  // ---- flit-level allocation (params_.flit_level)
+  void init_flit_level();
+  void flit_head_changed(std::uint32_t in, std::uint32_t vc);
+  void flit_activate(std::uint32_t in);
+  void flit_tick_at(TimePs t);  // a tick at the first cycle boundary >= t (and >= now)
+  void flit_tick();
+  void flit_advance(const FlitGrant& g);
 
   std::uint32_t node_;
   RouterParams params_;
@@ -122,6 +136,18 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::uint32_t> losers_;
   std::vector<std::uint8_t> room_pending_;  // [out] a kOutputRoom is scheduled
   std::vector<TimePs> queue_ps_;            // [out] net.output_queue_flits at the output's line rate
+  // Flit-level allocation state (params_.flit_level).
+  FlitAllocator fla_;
+  std::vector<FlitGrant> grants_;
+  std::vector<std::uint64_t> flit_ready_;    // [in] VCs whose head holds an output VC
+  std::vector<std::uint64_t> flit_waiting_;  // [in] VCs whose head waits for its pipeline delay
+  std::vector<std::uint32_t> flit_active_;   // inputs with a bit in either mask
+  std::vector<std::uint8_t> flit_is_active_;
+  std::vector<TimePs> out_slot_;     // [out] earliest cycle the output takes its next flit
+  std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
+  TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
+  TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
+  bool in_tick_ = false;
   bool allocate_pending_ = false;
   bool watched_ = false;  // trace lines `time | sw | message` (cosim.watch)
   std::uint64_t forwarded_ = 0, consumed_ = 0, injected_ = 0, injected_at_outputs_ = 0, buffered_ = 0;

@@ -23,6 +23,8 @@ class OutputUnit {
   // Cut-through send of `h` on downstream `vc`: head leaves at max(earliest_start, link free),
   // tail no earlier than min_tail. Returns the tail time.
   TimePs send(Sim& sim, Component& self, PacketHandle h, std::uint32_t vc, TimePs earliest_start, TimePs min_tail);
+  // Flit-level routers: `h`'s flits were interleaved on the link, its tail leaves at `tail_ps`.
+  void deliver_tail(Sim& sim, Component& self, PacketHandle h, std::uint32_t vc, TimePs tail_ps);
 
  private:
   void register_type(PacketType t);

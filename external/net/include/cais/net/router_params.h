@@ -37,6 +37,10 @@ struct RouterParams {
   // inputs onto one output (a 1-flit response does not wait a whole data packet's time at
   // its input while the input's data could go elsewhere).
   std::uint32_t output_queue_flits = 0;
+  // net.sw_alloc_granularity=flit: the switch is allocated per flit (BookSim's router), so
+  // flits of packets from different inputs interleave on an output; `packet` (the default):
+  // a granted packet holds its input and output until its tail has left.
+  bool flit_level = false;
   bool traffic_control = false;
   bool functional = false;
   std::vector<std::string> features;

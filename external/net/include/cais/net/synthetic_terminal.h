@@ -32,6 +32,12 @@ struct SyntheticCounters {
   std::uint64_t measured_sent = 0;      // measured packets created here
   std::uint64_t measured_received = 0;  // measured packets delivered here
   double latency_sum_cycles = 0;        // over measured packets delivered here
+  // BookSim's stability check (latency_thres): packets in flight and those delivered since the
+  // current phase (warm-up, measurement) began.
+  double generated_inject_ps_sum = 0;   // creation times of the packets created here
+  double received_inject_ps_sum = 0;    // creation times of the packets delivered here
+  std::uint64_t phase_received = 0;     // packets delivered here in the current phase
+  double phase_latency_sum_cycles = 0;  // their latencies
 };
 
 class SyntheticTerminal : public NodeComponent {
@@ -44,6 +50,10 @@ class SyntheticTerminal : public NodeComponent {
 
   // Stop creating packets (packets already created are still sent).
   void stop_injection() { stop_ = true; }
+  void begin_phase() {
+    c_.phase_received = 0;
+    c_.phase_latency_sum_cycles = 0;
+  }
   const SyntheticCounters& counters() const { return c_; }
   const Histogram& latency_cycles() const { return latency_; }
   TimePs cycle_ps() const { return cycle_ps_; }
@@ -65,6 +75,7 @@ class SyntheticTerminal : public NodeComponent {
   double rate_ = 0;  // packets per cycle
   TimePs cycle_ps_ = 1000, measure_begin_ps_ = 0, measure_end_ps_ = 0, stop_ps_ = 0;
   bool stop_ = false, generating_ = false;
+  bool announce_head_ = false;  // net.sw_alloc_granularity=flit: packets announced at their head
   std::mt19937_64 rng_;
   std::geometric_distribution<std::uint64_t> gap_;
   PlaneHash planes_;
