@@ -11,6 +11,7 @@
 //   NvlinkHub         answers and applies what peers and switches send (nvlink_hub.h)
 //   GroupSync, FlagTable  CAIS group sync and memory flags            (sync_flags.h)
 //   FunctionalMemory  values per element, functional workloads only    (functional_memory.h)
+//   RedArrivals       counts red.cais contributions landing at the home (red_arrivals.h)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +32,7 @@ class NvlinkHub;
 class GroupSync;
 class FlagTable;
 class FunctionalMemory;
+class RedArrivals;
 
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
 enum GpuEvent : std::uint32_t { kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch };
@@ -61,6 +63,7 @@ struct GpuContext {
   GroupSync* sync = nullptr;
   FlagTable* flags = nullptr;
   FunctionalMemory* fmem = nullptr;
+  RedArrivals* arrivals = nullptr;
 
   TimePs now() const { return sim.now(); }
   const std::string& name() const { return self.name(); }
