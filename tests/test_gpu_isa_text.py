@@ -7,6 +7,8 @@ SRC = """
 .workload demo gpus=8
 .buffer A bytes=33554432 dtype=bf16
 .buffer C bytes=1024 multicast
+.buffer R bytes=65536 dtype=fp32 arrivals=RFLAGS:8192
+.buffer RFLAGS bytes=64
 .kernel gemm grid=32x4 threads=256 regs=168 smem=131072
   .cais group_base=10 gpus=8 first=0 prelaunch preaccess
   loop 64 ; k loop
@@ -55,6 +57,9 @@ def test_round_trip():
     regs = [(i.op, i.reg, i.src_reg) for i in k.program if i.reg]
     assert regs == [(t.isa.MM_LD_REDUCE, 2, 0), (t.isa.ALU, 2, 8), (t.isa.MM_ST, 2, 0)]
     assert "alu elements=32 reg=2 src_reg=8 fpe=1.0" in text
+    r = w.buffers[2]
+    assert (r.arrival_flag_buffer, r.arrival_region_bytes) == (3, 8192)  # flag buffer declared after it
+    assert " arrivals=RFLAGS:8192" in text and not w.buffers[0].arrival_region_bytes
 
 
 def test_affine_eval_and_invariance():
@@ -71,6 +76,8 @@ def test_affine_eval_and_invariance():
     ".workload x\n.kernel k grid=1x1\n  ld buf=Nope\n.end",
     ".workload x\n.kernel k grid=1x1\n  endloop\n.end",
     ".workload x\n.buffer A bytes=8\n.kernel k grid=1x1\n  ld buf=A addr=[3*q]\n.end",
+    ".workload x\n.buffer A bytes=4096 arrivals=F:0\n.buffer F bytes=8",
+    ".workload x\n.buffer A bytes=4096 arrivals=Nope:128",
 ])
 def test_errors_name_the_line(bad):
     with pytest.raises(t.IsaSyntaxError, match="line"):

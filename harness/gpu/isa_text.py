@@ -15,7 +15,8 @@ Example::
     .launch gemm stream=0 priority=0 sms=0+132
 
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
-[multicast] [l2_resident]``, ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent]``,
+[multicast] [l2_resident] [arrivals=FLAGS:REGION_BYTES]`` (a red.cais arrival counter: the
+flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region), ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent]``,
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
 [dep=LAUNCH:all | dep=LAUNCH:[row:|col:]NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch;
@@ -307,6 +308,7 @@ def parse(text: str):
     """Parse the text form into an isa.Workload message."""
     wl = isa.Workload()
     buffers: dict[str, int] = {}
+    arrival_flags: list[tuple[int, str, object]] = []  # (line, flag buffer name, buffer): resolved at the end
     kernels: dict[str, int] = {}
     kernel = None
     depth = 0
@@ -330,6 +332,12 @@ def parse(text: str):
                         b.dtype = DTYPE_OF[kv["dtype"]]
                     b.multicast = "multicast" in flags
                     b.l2_resident = "l2_resident" in flags
+                    if "arrivals" in kv:
+                        flag_name, sep, region = kv["arrivals"].partition(":")
+                        if not sep or not region.isdigit() or int(region) == 0:
+                            raise ValueError("arrivals= needs FLAG_BUFFER:REGION_BYTES (bytes > 0)")
+                        b.arrival_region_bytes = int(region)
+                        arrival_flags.append((no, flag_name, b))
                     buffers[args[0]] = len(wl.buffers) - 1
                 elif d == ".kernel":
                     kv, flags = _opts(args[1:])
@@ -394,6 +402,11 @@ def parse(text: str):
                     raise ValueError("endloop without loop")
         except (ValueError, KeyError, IndexError) as e:
             raise IsaSyntaxError(no, line, str(e)) from None
+    lines = text.splitlines()
+    for no, flag_name, b in arrival_flags:
+        if flag_name not in buffers:
+            raise IsaSyntaxError(no, lines[no - 1], f"unknown arrival flag buffer '{flag_name}'")
+        b.arrival_flag_buffer = buffers[flag_name]
     return wl
 
 
@@ -407,6 +420,8 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
         if b.dtype:
             s += f" dtype={DTYPES[b.dtype]}"
         s += " multicast" * b.multicast + " l2_resident" * b.l2_resident
+        if b.arrival_region_bytes:
+            s += f" arrivals={names[b.arrival_flag_buffer]}:{b.arrival_region_bytes}"
         out.append(s)
     for k in wl.kernels:
         out.append(f".kernel {k.name} grid={k.grid_x}x{k.grid_y} threads={k.threads_per_block} "

@@ -42,6 +42,11 @@ class CaisMergeParams:
     asks for, or a reduction's payload)."""
     table_entries: int = 320
     """CAM / merging-table entries of one table."""
+    unlimited: bool = False
+    """True: tables without a capacity bound (``table_bytes`` / ``table_entries`` ignored):
+    nothing is evicted for space and nothing bypasses (timeouts still apply), and
+    ``<switch>.cais_merge.port<P>.high_water_entries`` / ``high_water_bytes`` report the table
+    size each port needed."""
     timeout_ns: float = 5000.0
     """An entry not accessed for this long is evicted (forward progress for requests that
     never come); must be > 0."""

@@ -20,6 +20,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
       hub_(ctx_),
       sync_(ctx_),
       flags_(ctx_),
+      arrivals_(ctx_),
       exec_(ctx_),
       sched_(ctx_) {
   ctx_.sched = &sched_;
@@ -32,6 +33,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.flags = &flags_;
   ctx_.fmem = &fmem_;
   ctx_.regs = &regs_;
+  ctx_.arrivals = &arrivals_;
   ctx_.has_ports = ports_.init();
   sched_.setup();
   register_stats();
@@ -55,6 +57,8 @@ void HopperGpu::register_stats() {
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
   st.counter(n + ".served_requests", "packets", &hub_.served_requests());
   st.counter(n + ".sync_requests", "packets", &sync_.requests());
+  st.counter(n + ".red_arrivals.packets", "packets", &arrivals_.packets());
+  st.counter(n + ".red_arrivals.contributions", "contributions", &arrivals_.contributions());
   st.histogram(n + ".sync_wait", "ns", &sync_.wait_ns());
   st.histogram(n + ".flag_wait", "ns", &exec_.flag_wait_ns());
   st.histogram(n + ".remote_latency", "ns", &remote_.latency_ns());

@@ -5,6 +5,7 @@
 #include "cais/gpu/functional_memory.h"
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_ports.h"
+#include "cais/gpu/red_arrivals.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/sync_flags.h"
 
@@ -96,6 +97,7 @@ void NvlinkHub::serve(PacketHandle h) {
     default: {  // CAIS_RED (merged sum), MM_ST / MM_RED (multicast copies)
       ctx_.mem->remote_write(now, p.payload_bytes);
       if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, p.type != proto::PKT_MM_ST);
+      if (p.type == proto::PKT_CAIS_RED) ctx_.arrivals->landed(p);
       if (ctx_.ports->member_acks() && (p.type == proto::PKT_MM_ST || p.type == proto::PKT_MM_RED)) {
         ctx_.schedule(now + l2_lat, kRespond, h);  // MM_ACK to the issuer (NVLS member acks)
         return;

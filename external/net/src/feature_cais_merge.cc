@@ -15,6 +15,7 @@ CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
   CaisMergeConfig c;
   const std::string scope = p.get_enum("net.cais_merge.scope", {"port", "switch"});
   c.scope = scope == "port" ? Scope::kPort : Scope::kSwitch;
+  c.unlimited = p.get_bool("net.cais_merge.unlimited");
   c.table_bytes = p.get_uint("net.cais_merge.table_bytes");
   c.table_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.table_entries"));
   if (c.table_entries == 0) throw ConfigError("net.cais_merge.table_entries", "must be >= 1");
@@ -37,7 +38,8 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
       node_(switch_node) {
   const std::uint32_t tables = cfg_.scope == CaisMergeConfig::Scope::kPort ? num_ports_ : 1;
   tables_.resize(tables);
-  // Every slot exists up front: entries never move (no reallocation on the hot path).
+  // Every slot exists up front: entries never move (no reallocation on the hot path). An
+  // unlimited table starts with the same slots and doubles them when they run out.
   entries_.resize(static_cast<std::size_t>(tables) * cfg_.table_entries);
   free_.reserve(entries_.size());
   for (std::size_t i = entries_.size(); i-- > 0;) free_.push_back(static_cast<std::int32_t>(i));
@@ -45,6 +47,44 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
   while (slots < entries_.size() * 4) slots <<= 1;
   cam_.assign(slots, CamSlot{});
   cam_mask_ = slots - 1;
+}
+
+void MergeTableStats::add_wait(double ns) {
+  wait_ns.add(ns);
+  std::size_t b = 0;
+  while (b < kWaitBins - 1 && ns >= kWaitBinEdgesNs[b]) ++b;
+  ++wait_bins[b];
+}
+
+std::int32_t CaisMergeUnit::take_free_slot() {
+  if (free_.empty()) {  // unlimited mode only: allocate() checked capacity otherwise
+    const std::size_t old = entries_.size(), grown = std::max<std::size_t>(16, old * 2);
+    entries_.resize(grown);
+    for (std::size_t i = grown; i-- > old;) free_.push_back(static_cast<std::int32_t>(i));
+    if (cam_.size() < grown * 4) cam_resize(cam_.size() * 2);
+  }
+  const std::int32_t idx = free_.back();
+  free_.pop_back();
+  return idx;
+}
+
+void CaisMergeUnit::cam_resize(std::size_t slots) {
+  std::vector<CamSlot> old;
+  old.swap(cam_);
+  cam_.assign(slots, CamSlot{});
+  cam_mask_ = slots - 1;
+  for (const CamSlot& c : old)
+    if (c.idx >= 0) cam_insert(c.addr, c.kind, c.idx);
+}
+
+bool CaisMergeUnit::add_requester(Entry& e, std::uint32_t src, std::uint32_t contributions) {
+  if (contributions > 1) {  // merged elsewhere: its GPUs are unknown, count each one
+    e.distinct += contributions;
+    return e.requesters.insert(src);
+  }
+  if (!e.requesters.insert(src)) return false;
+  ++e.distinct;
+  return true;
 }
 
 void CaisMergeUnit::cam_insert(std::uint64_t addr, std::uint32_t kind, std::int32_t idx) {
@@ -99,6 +139,7 @@ MergeTableStats CaisMergeUnit::totals() const {
     s.live_entries += t.st.live_entries;
     s.high_water_bytes = std::max(s.high_water_bytes, t.st.high_water_bytes);
     s.high_water_entries = std::max(s.high_water_entries, t.st.high_water_entries);
+    for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) s.wait_bins[b] += t.st.wait_bins[b];
   }
   return s;
 }
@@ -144,14 +185,14 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
     touch(idx);
     const Waiter w{p.src, in_port, p.tag, p.inject_ps};
     ctx.release(h);
-    join(ctx, e, w.src, in_port);
+    if (add_requester(e, w.src, 1)) join(ctx, e, w.src, in_port);
     if (e.state == State::kLoadWait) {
       e.waiters.push_back(w);
       return Verdict::kConsumed;
     }
     answer(ctx, e, w);
     t.st.bytes_saved += e.payload_bytes;
-    if (e.count >= e.expected) {
+    if (e.distinct >= e.expected) {
       ++t.st.completions;
       release(ctx, idx);
     }
@@ -178,6 +219,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
   e.first_in_port = in_port;
   e.first_inject_ps = q.inject_ps;
   e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
+  add_requester(e, q.src, 1);
   join(ctx, e, q.src, in_port);
   forward(ctx, in_port, h);  // the one fetch from the owner
   return Verdict::kConsumed;
@@ -207,7 +249,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_resp(SwitchContext& ctx, std::uint
     t.st.bytes_saved += e.payload_bytes;
   }
   e.waiters.clear();
-  if (e.count >= e.expected) {
+  if (e.distinct >= e.expected) {
     ++t.st.completions;
     release(ctx, idx);
   } else if (e.evict_on_fill) {
@@ -264,8 +306,8 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     touch(idx);
     const std::uint32_t src = p.src;
     ctx.release(h);
-    join(ctx, e, src, in_port);
-    if (e.count >= e.expected) {
+    if (add_requester(e, src, c)) join(ctx, e, src, in_port);
+    if (e.distinct >= e.expected) {
       flush_reduction(ctx, idx, true);
       release(ctx, idx);
     }
@@ -297,6 +339,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   if (ctx.functional()) e.values.assign(q.values.begin(), q.values.end());
   const std::uint32_t src = q.src;
   ctx.release(h);
+  add_requester(e, src, c);
   join(ctx, e, src, in_port);
   arm_timer(ctx, idx);
   return Verdict::kConsumed;
@@ -341,8 +384,9 @@ std::int32_t CaisMergeUnit::find(std::uint64_t addr, Kind k) const {
 std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std::uint64_t addr, Kind k,
                                      std::uint32_t bytes) {
   Table& t = tables_[tbl];
-  if (bytes > cfg_.table_bytes) return -1;  // can never fit
-  while (t.st.live_entries >= cfg_.table_entries || t.st.live_bytes + bytes > cfg_.table_bytes) {
+  if (!cfg_.unlimited && bytes > cfg_.table_bytes) return -1;  // can never fit
+  while (!cfg_.unlimited &&
+         (t.st.live_entries >= cfg_.table_entries || t.st.live_bytes + bytes > cfg_.table_bytes)) {
     const std::int32_t victim = t.head;  // least recently used
     Entry& v = entries_[victim];
     if (v.state == State::kLoadWait) {
@@ -355,8 +399,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
     }
     evict(ctx, victim, false);
   }
-  const std::int32_t idx = free_.back();
-  free_.pop_back();
+  const std::int32_t idx = take_free_slot();
   Entry& e = entries_[idx];
   e.state = State::kReduction;  // set properly by the caller
   e.timer_pending = false;
@@ -368,6 +411,8 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   e.waiters.clear();
   e.values.clear();
   e.members.clear();
+  e.requesters.clear();
+  e.distinct = 0;
   e.prev = t.tail;
   e.next = -1;
   if (t.tail >= 0) entries_[t.tail].next = idx;
@@ -394,7 +439,7 @@ void CaisMergeUnit::evict(SwitchContext& ctx, std::int32_t idx, bool timeout) {
 void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
   Entry& e = entries_[idx];
   Table& t = tables_[e.table];
-  t.st.wait_ns.add(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
+  t.st.add_wait(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
   leave_all(ctx, e);
   unlink(idx);
   cam_erase(e.addr, static_cast<std::uint32_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad));
@@ -525,6 +570,12 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
     reg.counter(base + "high_water_bytes", "B", &s.high_water_bytes);
     reg.counter(base + "high_water_entries", "entries", &s.high_water_entries);
     reg.histogram(base + "wait", "ns", &s.wait_ns);
+    for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) {
+      const bool last = b == MergeTableStats::kWaitBins - 1;
+      const double edge = last ? MergeTableStats::kWaitBinEdgesNs[b - 1] : MergeTableStats::kWaitBinEdgesNs[b];
+      reg.counter(base + "wait_bins." + (last ? "ge_" : "lt_") + std::to_string(static_cast<long long>(edge)) + "ns",
+                  "entries", &s.wait_bins[b]);
+    }
   }
   reg.counter(prefix + ".throttles", "packets", &throttles_sent_);
   reg.counter(prefix + ".unthrottles", "packets", &unthrottles_sent_);
@@ -536,8 +587,8 @@ void CaisMergeUnit::check_drained() const {
   os << "cais_merge at node " << node_ << ": " << live_ << " merge entries left behind";
   for (const auto& e : entries_) {
     if (e.state == State::kFree) continue;
-    os << " [addr " << e.addr << (e.state == State::kReduction ? " reduction" : " load") << " count " << e.count
-       << "/" << e.expected << "]";
+    os << " [addr " << e.addr << (e.state == State::kReduction ? " reduction" : " load") << " from " << e.distinct
+       << "/" << e.expected << " GPUs]";
     break;
   }
   if (!ahead_.empty()) os << "; " << ahead_.size() << " throttle counters not zero";

@@ -300,6 +300,7 @@ struct System {
   std::uint32_t gpus = 8, planes = 4;
   std::string features = "nvls,group_sync,cais_merge";
   std::int64_t table_entries = 320, table_bytes = 40960;
+  bool unlimited = false;
   double timeout_ns = 5000;
   bool throttle = false;
   bool member_acks = false;
@@ -406,6 +407,7 @@ proto::Configure make_config(const System& s) {
   m["net.cais_merge.scope"] = pvs("port");
   m["net.cais_merge.table_bytes"] = pv(s.table_bytes);
   m["net.cais_merge.table_entries"] = pv(s.table_entries);
+  m["net.cais_merge.unlimited"] = pvb(s.unlimited);
   m["net.cais_merge.timeout_ns"] = pvd(s.timeout_ns);
   m["net.cais_merge.lookup_delay_ns"] = pvd(2);
   m["net.cais_merge.throttle"] = pvb(s.throttle);
@@ -569,6 +571,40 @@ TEST(FeatureAcceptance, RedCaisStaysExactWithEvictionsAndTimeouts) {
   EXPECT_GT(merge_stat(r, "timeouts"), 0);
   EXPECT_GT(merge_stat(r, "partial_flushes"), 0);
   EXPECT_LE(merge_stat(r, "high_water_entries") / (4 * sys.gpus), 3.0);
+}
+
+// Unlimited tables with a timeout longer than the run: every line merges completely, whatever
+// the drift, in one write per line; the high-water marks say how many entries a port needed
+// (at most the lines homed at its GPU, here 32 per GPU over 4 planes).
+TEST(FeatureAcceptance, UnlimitedTablesMergeEveryLineOnceAndRecordWhatTheyNeeded) {
+  System sys;
+  sys.table_entries = 3;  // ignored
+  sys.unlimited = true;
+  sys.timeout_ns = 1e9;
+  RedCase c;
+  c.skew_ps = 20'000'000;
+  c.seed = 11;
+  Workload w = empty_workload(sys.gpus);
+  std::vector<std::vector<double>> expect;
+  build_red(c, sys.gpus, w, expect);
+  const Result r = run(sys, w);
+  summary("red.cais, unlimited tables, 20 us drift", r);
+  check_red(c, sys.gpus, w, expect);
+  EXPECT_EQ(merge_stat(r, "evictions") + merge_stat(r, "timeouts") + merge_stat(r, "bypasses"), 0);
+  EXPECT_EQ(merge_stat(r, "completions"), c.lines);
+  EXPECT_EQ(merge_stat(r, "partial_flushes"), 0);
+  double high = 0, high_bytes = 0;
+  for (const auto& kv : r.stats) {
+    if (kv.first.size() > 19 && kv.first.compare(kv.first.size() - 19, 19, ".high_water_entries") == 0)
+      high = std::max(high, kv.second);
+    if (kv.first.size() > 17 && kv.first.compare(kv.first.size() - 17, 17, ".high_water_bytes") == 0)
+      high_bytes = std::max(high_bytes, kv.second);
+  }
+  std::printf("[ summary  ] largest table a port needed: %.0f entries, %.0f B; first-to-last wait, mean over ports of their mean: %.0f ns\n",
+              high, high_bytes, merge_stat(r, "wait.mean") / (sys.gpus * sys.planes));
+  EXPECT_GT(high, 3);  // more than the bounded run's tables held
+  EXPECT_LE(high, c.lines / sys.gpus);
+  EXPECT_EQ(high_bytes, high * 128);
 }
 
 // ld.cais: every GPU loads every line owned by another GPU (AllGather-like pull).

@@ -146,6 +146,7 @@ inline Params feature_params() {
   p.set_string("net.cais_merge.scope", "port");
   p.set_int("net.cais_merge.table_bytes", 40960);
   p.set_int("net.cais_merge.table_entries", 320);
+  p.set_bool("net.cais_merge.unlimited", false);
   p.set_double("net.cais_merge.timeout_ns", 5000.0);
   p.set_double("net.cais_merge.lookup_delay_ns", 2.0);
   p.set_bool("net.cais_merge.throttle", false);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "cais/errors.h"
 #include "cais/net/feature_cais_merge.h"
@@ -147,6 +148,135 @@ TEST(CaisMerge, ReductionCountsAlreadyMergedContributions) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].p.count, 7u);
   EXPECT_EQ(d[0].p.values, (std::vector<double>{7}));
+}
+
+// Two thread blocks of one GPU send to the same address: the session waits for every
+// distinct GPU (a count of requests would close it after GPU 1's second packet).
+TEST(CaisMerge, ReductionSessionClosesOnlyWhenAllDistinctGpusAreIn) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x3200;
+  r.red(0, 1, 0, A, 3, {1});
+  r.red(kNs, 1, 0, A, 3, {2});  // a second block of GPU 1
+  r.red(2 * kNs, 2, 0, A, 3, {4});
+  r.sw.run(10 * kNs);
+  EXPECT_TRUE(r.sw.take().empty());  // 3 packets, 2 GPUs: still open
+  EXPECT_EQ(r.unit.live_entries(), 1u);
+  r.red(20 * kNs, 3, 0, A, 3, {8});
+  r.sw.run(30 * kNs);
+  const auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.count, 4u);  // contributions merged: the home counts all four
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{15}));
+  EXPECT_EQ(r.unit.totals().completions, 1u);
+  EXPECT_EQ(r.unit.totals().partial_flushes, 0u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+TEST(CaisMerge, LoadSessionClosesOnlyWhenAllDistinctGpusAreIn) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x3300;
+  r.ld(0, 1, 0, A, 3, 11);
+  r.ld(kNs, 1, 0, A, 3, 12);  // a second block of GPU 1: deferred, not a new requester
+  r.ld(2 * kNs, 2, 0, A, 3, 21);
+  r.resp(100 * kNs, 0, 1, A, 11, {5});
+  r.sw.run(150 * kNs);
+  auto d = of_type(r.sw.take(), proto::PKT_CAIS_LD_RESP);
+  ASSERT_EQ(d.size(), 3u);  // every request is answered
+  EXPECT_EQ(d[1].p.dst, 1u);
+  EXPECT_EQ(d[1].p.tag, 12u);
+  EXPECT_EQ(r.unit.live_entries(), 1u);  // GPU 3 has not asked yet: the line stays
+  r.ld(200 * kNs, 1, 0, A, 3, 13);       // GPU 1 again, served from the line, still open
+  r.sw.run(250 * kNs);
+  EXPECT_EQ(of_type(r.sw.take(), proto::PKT_CAIS_LD_RESP).size(), 1u);
+  EXPECT_EQ(r.unit.live_entries(), 1u);
+  r.ld(300 * kNs, 3, 0, A, 3, 31);
+  r.sw.run(350 * kNs);
+  d = of_type(r.sw.take(), proto::PKT_CAIS_LD_RESP);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.dst, 3u);
+  EXPECT_EQ(r.unit.live_entries(), 0u);
+  const auto s = r.unit.totals();
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.hits, 4u);
+  EXPECT_EQ(s.completions, 1u);
+  EXPECT_EQ(s.evictions + s.timeouts, 0u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+// Unlimited tables: nothing evicted or bypassed however many entries are live; the high-water
+// marks are the table each port needed, and the waits land in the right bins.
+TEST(CaisMerge, UnlimitedTableNeverEvictsAndRecordsTheSizeEachPortNeeded) {
+  Params p = feature_params();
+  p.set_bool("net.cais_merge.unlimited", true);
+  p.set_int("net.cais_merge.table_entries", 2);  // ignored
+  p.set_int("net.cais_merge.table_bytes", 128);  // ignored
+  Rig r(p);
+  const std::uint32_t n0 = 100, n2 = 5;
+  // Port 0: 100 lines, GPU 1 first, GPU 2 1 us later, GPU 3 3 us later: each waits 3000 ns.
+  for (std::uint32_t i = 0; i < n0; ++i) r.red(i * kNs, 1, 0, 0x10000 + 128 * i, 3, {1});
+  // Port 2: 5 lines, all three GPUs within 30 ns (wait 30 ns).
+  for (std::uint32_t i = 0; i < n2; ++i)
+    for (std::uint32_t g = 1; g <= 3; ++g) r.red(200 * kNs + 15 * (g - 1) * kNs, g, 2, 0x20000 + 128 * i, 3, {1});
+  for (std::uint32_t i = 0; i < n0; ++i) r.red(1000 * kNs + i * kNs, 2, 0, 0x10000 + 128 * i, 3, {2});
+  // Loads while 100 reductions are live: three Load-Wait entries, none bypasses.
+  for (std::uint32_t i = 0; i < 3; ++i) r.ld(1500 * kNs, 1, 0, 0x30000 + 128 * i, 3, 100 + i);
+  r.sw.run(2000 * kNs);
+  EXPECT_EQ(r.unit.live_entries(), n0 + 3);
+  for (std::uint32_t i = 0; i < n0; ++i) r.red(3000 * kNs + i * kNs, 3, 0, 0x10000 + 128 * i, 3, {4});
+  for (std::uint32_t i = 0; i < 3; ++i) r.resp(3500 * kNs, 0, 1, 0x30000 + 128 * i, 100 + i, {9});
+  r.sw.run();  // the load entries wait for GPUs 2 and 3 that never come: timeouts
+  const auto& t0 = r.unit.table_stats(0);
+  const auto& t2 = r.unit.table_stats(2);
+  EXPECT_EQ(t0.high_water_entries, n0 + 3);
+  EXPECT_EQ(t0.high_water_bytes, (n0 + 3) * 128u);
+  EXPECT_EQ(t2.high_water_entries, n2);
+  EXPECT_EQ(t2.high_water_bytes, n2 * 128u);
+  EXPECT_EQ(t0.misses, n0 + 3);
+  EXPECT_EQ(t0.hits, 2 * n0);
+  EXPECT_EQ(t0.completions, n0);
+  EXPECT_EQ(t0.evictions + t0.bypasses + t0.deferred_evictions, 0u);
+  EXPECT_EQ(t0.timeouts, 3u);  // timeouts still apply
+  EXPECT_EQ(t2.misses, n2);
+  EXPECT_EQ(t2.hits, 2 * n2);
+  EXPECT_EQ(t2.completions, n2);
+  // First-to-last wait per address: 3000 ns on port 0 (the loads: one request, 0 ns), 30 ns on port 2.
+  EXPECT_EQ(t0.wait_ns.count(), n0 + 3);
+  EXPECT_DOUBLE_EQ(t0.wait_ns.max(), 3000.0);
+  EXPECT_DOUBLE_EQ(t0.wait_ns.mean(), 3000.0 * n0 / (n0 + 3));
+  EXPECT_EQ(t0.wait_bins[0], 3u);   // < 10 ns
+  EXPECT_EQ(t0.wait_bins[8], n0);   // [2000, 5000) ns
+  EXPECT_EQ(t2.wait_bins[2], n2);   // [20, 50) ns
+  std::uint64_t all = 0;
+  for (auto b : t0.wait_bins) all += b;
+  EXPECT_EQ(all, n0 + 3);
+  // Every contribution reached the home, in one write per line.
+  const auto d = of_type(r.sw.take(), proto::PKT_CAIS_RED);
+  ASSERT_EQ(d.size(), n0 + n2);
+  for (const auto& x : d) EXPECT_EQ(x.p.count, 3u);
+  EXPECT_NO_THROW(r.unit.check_drained());
+  // The statistics as the run exports them.
+  StatsRegistry reg;
+  r.unit.register_stats(reg, "sw8.cais_merge");
+  proto::Stats st;
+  reg.export_to(&st);
+  std::map<std::string, double> v;
+  for (const auto& x : st.stats()) v[x.name()] = x.value();
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.high_water_entries"), n0 + 3);
+  EXPECT_EQ(v.at("sw8.cais_merge.port2.high_water_bytes"), n2 * 128.0);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_bins.lt_5000ns"), n0);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_bins.ge_100000ns"), 0);
+  EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port2.wait.mean"), 30.0);
+}
+
+TEST(CaisMerge, LimitedTableStillBoundedWhenUnlimitedIsOff) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 2);
+  Rig r(p);
+  for (std::uint32_t i = 0; i < 10; ++i) r.red(i * kNs, 1, 0, 0x10000 + 128 * i, 3, {1});
+  r.sw.run(100 * kNs);
+  EXPECT_EQ(r.unit.table_stats(0).high_water_entries, 2u);
+  EXPECT_EQ(r.unit.table_stats(0).evictions, 8u);
 }
 
 TEST(CaisMerge, FullTableEvictsLeastRecentlyUsedReductionAsPartialSum) {

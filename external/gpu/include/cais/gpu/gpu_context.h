@@ -12,6 +12,7 @@
 //   GroupSync, FlagTable  CAIS group sync and memory flags            (sync_flags.h)
 //   FunctionalMemory  values per element, functional workloads only    (functional_memory.h)
 //   TileRegisters     the blocks' tile registers, functional only      (tile_registers.h)
+//   RedArrivals       counts red.cais contributions landing at the home (red_arrivals.h)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +34,7 @@ class GroupSync;
 class FlagTable;
 class FunctionalMemory;
 class TileRegisters;
+class RedArrivals;
 
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
 enum GpuEvent : std::uint32_t { kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch };
@@ -64,6 +66,7 @@ struct GpuContext {
   FlagTable* flags = nullptr;
   FunctionalMemory* fmem = nullptr;
   TileRegisters* regs = nullptr;
+  RedArrivals* arrivals = nullptr;
 
   TimePs now() const { return sim.now(); }
   const std::string& name() const { return self.name(); }

@@ -19,6 +19,7 @@
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_hub.h"
 #include "cais/gpu/nvlink_ports.h"
+#include "cais/gpu/red_arrivals.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/sync_flags.h"
 #include "cais/gpu/tb_scheduler.h"
@@ -57,6 +58,7 @@ class HopperGpu : public NodeComponent {
   NvlinkHub hub_;
   GroupSync sync_;
   FlagTable flags_;
+  RedArrivals arrivals_;
   BlockExecutor exec_;
   TbScheduler sched_;
 };

@@ -1,7 +1,8 @@
 // NVLink hub of a Hopper GPU: what arrives over NVLink. Requests for this GPU's memory are
 // served after an L2/HBM access (READ_REQ -> READ_RESP, WRITE -> WRITE_ACK, CAIS_LD_REQ ->
 // CAIS_LD_RESP, MM_LD_REDUCE_REQ -> MM_LD_REDUCE_RESP); reductions and multicast stores are
-// applied to memory (MM_ACK back with NVLS member acks); responses go to the packetizer;
+// applied to memory (MM_ACK back with NVLS member acks; a CAIS_RED is also counted by
+// RedArrivals, red_arrivals.h); responses go to the packetizer;
 // SYNC_RELEASE to group sync; THROTTLE to the packetizer; flag writes to the flag table.
 #pragma once
 #include <cstdint>

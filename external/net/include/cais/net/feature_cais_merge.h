@@ -18,13 +18,23 @@
 //   fill     the owner's CAIS_LD_RESP to the first requester (matched by requester and tag)
 //            caches the line (Load-Ready), goes on to the first requester, and every deferred
 //            requester gets its own copy;
-//   release  when count == N (= P-1) and the line is there.
+//   release  when N distinct GPUs (= P-1) have requested and the line is there.
 // Reductions (CAIS_RED, aux = N contributions to expect (P-1 when the home is in the group),
 // count = contributions already merged in this packet, values in functional mode):
-// contributions are summed in the entry; when N are in, one CAIS_RED carrying the sum goes to
-// the home GPU `dst` with count = N and the entry is released. A request with aux < 2 (or a
+// contributions are summed in the entry; when N distinct GPUs are in, one CAIS_RED carrying the
+// sum goes to the home GPU `dst` with count = contributions merged and the entry is released. A request with aux < 2 (or a
 // packet already carrying all N) has nothing to merge and is forwarded untouched. A home GPU
 // has an address complete when the counts it received add up to N.
+// Requesters: an entry keeps a bitmask of the GPUs (src) that joined it and closes when N
+// distinct GPUs are in, so that two thread blocks of one GPU (two requests or contributions
+// from one src) cannot close a session early: a repeated load is answered like any other but
+// does not count towards N, a repeated contribution is summed and counted in the written
+// `count` but not towards N. A packet already carrying c > 1 contributions (merged elsewhere:
+// its sources are unknown) counts as c distinct GPUs.
+// Unlimited mode (unlimited = true): the table has no capacity bound (table_entries /
+// table_bytes are ignored, slots and CAM grow as needed), nothing is evicted for space and
+// nothing bypasses; timeouts still apply. high_water_entries / high_water_bytes then say how
+// large a table each port would have needed.
 // Eviction (a new entry does not fit): the least recently used entry of the table is the
 // victim; a reduction victim is flushed (its partial sum goes to the home GPU with its
 // count), a Load-Ready victim is dropped, and a Load-Wait victim cannot go before its data
@@ -44,6 +54,7 @@
 // time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
 // (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -62,6 +73,7 @@ struct CaisMergeConfig {
   std::uint32_t table_entries = 0;
   TimePs timeout_ps = 0;
   TimePs lookup_delay_ps = 0;
+  bool unlimited = false;
   bool throttle = false;
   std::uint32_t throttle_ahead_entries = 0;
   std::uint32_t throttle_resume_entries = 0;
@@ -81,6 +93,36 @@ struct MergeTableStats {
   std::uint64_t live_bytes = 0, live_entries = 0;
   std::uint64_t high_water_bytes = 0, high_water_entries = 0;
   Histogram wait_ns;  // per address: first to last request of an entry's life
+  // The same waits in fixed bins: wait_bins[i] counts waits < kWaitBinEdgesNs[i] (and >= the
+  // edge before); the last bin counts waits >= the last edge.
+  static constexpr std::size_t kWaitBins = 14;
+  static constexpr double kWaitBinEdgesNs[kWaitBins - 1] = {10,   20,   50,    100,   200,   500,   1000,
+                                                             2000, 5000, 10000, 20000, 50000, 100000};
+  std::uint64_t wait_bins[kWaitBins] = {};
+  void add_wait(double ns);
+};
+
+// GPUs that joined a merge entry: a bitmask over node ids, grown on first use of a high id and
+// never shrunk (entries are reused, so no allocation once the largest id has been seen).
+class RequesterSet {
+ public:
+  // True when `gpu` was not in the set yet.
+  bool insert(std::uint32_t gpu) {
+    const std::size_t w = gpu / 64;
+    if (w >= words_.size()) words_.resize(w + 1, 0);
+    const std::uint64_t bit = 1ull << (gpu % 64);
+    if (words_[w] & bit) return false;
+    words_[w] |= bit;
+    return true;
+  }
+  bool contains(std::uint32_t gpu) const {
+    const std::size_t w = gpu / 64;
+    return w < words_.size() && (words_[w] >> (gpu % 64)) & 1;
+  }
+  void clear() { std::fill(words_.begin(), words_.end(), 0); }
+
+ private:
+  std::vector<std::uint64_t> words_;
 };
 
 class CaisMergeUnit : public SwitchFeature {
@@ -123,11 +165,13 @@ class CaisMergeUnit : public SwitchFeature {
     std::uint32_t home = 0;          // owner (loads) / home GPU (reductions) = request dst
     std::uint32_t expected = 0;      // requests / contributions to expect (aux)
     std::uint32_t count = 0;         // loads: requests merged; reductions: contributions
+    std::uint32_t distinct = 0;      // GPUs counted towards `expected` (see RequesterSet)
+    RequesterSet requesters;
     std::uint32_t packets = 0;       // request packets absorbed (bytes-saved accounting)
     std::uint32_t group = 0;
     std::uint32_t line_bytes = 0;    // bytes charged to the table
     std::uint32_t payload_bytes = 0; // data bytes (response / sum)
-  std::uint32_t data_flits = 0;    // flits of the data packet (as its GPU sized it)
+    std::uint32_t data_flits = 0;    // flits of the data packet (as its GPU sized it)
     std::uint32_t first_src = 0, first_in_port = 0, data_src = 0;
     std::uint64_t first_tag = 0;
     TimePs first_inject_ps = 0;
@@ -150,6 +194,10 @@ class CaisMergeUnit : public SwitchFeature {
   // Make room for `bytes` in table t and allocate; -1 when the request must bypass.
   std::int32_t allocate(SwitchContext& ctx, std::uint32_t t, std::uint64_t addr, Kind k,
                         std::uint32_t bytes);
+  std::int32_t take_free_slot();  // unlimited mode grows the slots and the CAM
+  // Count `src` (with `contributions` > 1: that many unknown GPUs) in the entry; true when it
+  // is a GPU the entry had not seen.
+  bool add_requester(Entry& e, std::uint32_t src, std::uint32_t contributions);
   void release(SwitchContext& ctx, std::int32_t idx);  // frees the slot (no packets sent)
   void evict(SwitchContext& ctx, std::int32_t idx, bool timeout);
   void flush_reduction(SwitchContext& ctx, std::int32_t idx, bool complete);
@@ -182,6 +230,7 @@ class CaisMergeUnit : public SwitchFeature {
   }
   void cam_insert(std::uint64_t addr, std::uint32_t kind, std::int32_t idx);
   void cam_erase(std::uint64_t addr, std::uint32_t kind);
+  void cam_resize(std::size_t slots);
   std::size_t live_ = 0;
   struct Ahead {
     std::uint32_t n = 0;
