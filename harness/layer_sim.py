@@ -85,7 +85,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     result = run_system(cfg, workload=lowered.workload.SerializeToString(), overrides={"host.gpu_model": "hopper"})
     stats = result.stats
     kt = kernel_times(stats, lowered)
-    write_csv_atomic(out_dir / "stats.csv", stats)
+    write_csv_atomic(out_dir / "stats.csv", stats, exact=True)
     write_csv_atomic(out_dir / "series.csv", result.series)
     write_csv_atomic(out_dir / "kernels.csv", kt)
     if graph.sublayers:

@@ -53,8 +53,10 @@ def _discard(tmp: Path) -> None:
         pass
 
 
-def write_csv_atomic(path: Path, df: pd.DataFrame) -> None:
-    write_text_atomic(path, df.to_csv(index=False, float_format="%.10g", lineterminator="\n"))
+def write_csv_atomic(path: Path, df: pd.DataFrame, exact: bool = False) -> None:
+    """Ten significant digits keep result tables readable; exact=True writes every float as the
+    shortest text that reads back to the same double (statistics: counters, hashes)."""
+    write_text_atomic(path, df.to_csv(index=False, float_format=None if exact else "%.10g", lineterminator="\n"))
 
 
 def is_timing_column(name: str) -> bool:

@@ -56,7 +56,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     check(cfg)
     result = run_system(cfg)
     stats = result.stats
-    write_csv_atomic(out_dir / "stats.csv", stats)
+    write_csv_atomic(out_dir / "stats.csv", stats, exact=True)
     write_csv_atomic(out_dir / "series.csv", result.series)
 
     def total(pattern: str) -> float:

@@ -677,7 +677,8 @@ def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int,
     row: pass 1 reads the row of dy beside x for the two row reductions, pass 2 reads them again
     (L2 hits) with gamma to write dx into y: twice the row loads and about twice the arithmetic.
     x_gpu_offset: GPU g's rows start at g * x_gpu_offset in x (its shard of a full-size buffer)."""
-    row, chunk = N * ELEM, threads * vec_elems * ELEM
+    row = N * ELEM
+    chunk = min(threads * vec_elems * ELEM, row)  # a row shorter than one round is one partial round
     rounds = math.ceil(row / chunk)
     backward = dy is not None
     p.loop(rounds)  # pass 1: load, then Welford on the 4 elements (about 8 flops each)

@@ -121,27 +121,31 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         a_rows = c.tm  # a remote tile is fetched whole (no TMA multicast across GPUs)
     a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
 
+    # a K step's bytes per row: 64 columns, or K spread evenly over the steps when K is not a
+    # multiple of 64 (loads then cover exactly the row; the mma still runs whole 64-wide steps)
+    step = TK * ELEM if K % TK == 0 else K // kt * ELEM
+
     def loads(shift: int):
-        off = shift * TK * ELEM
+        off = shift * step
         if source.kind == "local":
-            a_addr = affine(off, by=c.tm * lda, loops=(TK * ELEM,))
+            a_addr = affine(off, by=c.tm * lda, loops=(step,))
             if shard:
                 a_addr = rotated(a_addr, shard[0] * lda, b.gpus, shard[1])
-            p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+            p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=step, row_stride=lda)
         else:
             p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
-                  addr=_owner_terms(affine(off, loops=(TK * ELEM,)), c.tm, source.owner_rows, lda),
-                  rows=a_rows, row_bytes=TK * ELEM, row_stride=lda)
+                  addr=_owner_terms(affine(off, loops=(step,)), c.tm, source.owner_rows, lda),
+                  rows=a_rows, row_bytes=step, row_stride=lda)
         if w_owner_rows:
             peer = affine(0)
             peer.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=1)
-            addr = affine(off, bx=c.tn * lda, loops=(TK * ELEM,))
+            addr = affine(off, bx=c.tn * lda, loops=(step,))
             addr.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=-w_owner_rows * lda)
-            p.ins(isa.LD_REMOTE, is_async=True, buffer=w, peer=peer, addr=addr, rows=b_rows, row_bytes=TK * ELEM,
+            p.ins(isa.LD_REMOTE, is_async=True, buffer=w, peer=peer, addr=addr, rows=b_rows, row_bytes=step,
                   row_stride=lda)
         else:
-            p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(TK * ELEM,)),
-                  rows=b_rows, row_bytes=TK * ELEM, row_stride=lda)
+            p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(step,)),
+                  rows=b_rows, row_bytes=step, row_stride=lda)
 
     if wait is not None:
         p.ins(isa.FLAG_WAIT, buffer=wait[0], addr=wait[1], value=wait[2])

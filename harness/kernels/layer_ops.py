@@ -38,6 +38,10 @@ def attention(b: WorkloadBuilder, name: str, batch_heads: int, seq: int, head_di
     return ki
 
 
-def attention_buffers(b: WorkloadBuilder, prefix: str, batch_heads: int, seq: int, head_dim: int) -> tuple[int, int, int]:
+def attention_buffers(b: WorkloadBuilder, prefix: str, batch_heads: int, seq: int, head_dim: int,
+                      backward: bool = False) -> tuple[int, int, int]:
+    """q, kv, and the output: O forward; backward dQ, dK, dV side by side (what the QKV dgrad
+    GEMM reads), dO loaded from its first third."""
     per = batch_heads * seq * head_dim * ELEM
-    return (b.buffer(f"{prefix}.q", per), b.buffer(f"{prefix}.kv", 2 * per), b.buffer(f"{prefix}.o", per))
+    return (b.buffer(f"{prefix}.q", per), b.buffer(f"{prefix}.kv", 2 * per),
+            b.buffer(f"{prefix}.o", 3 * per if backward else per))

@@ -1,15 +1,20 @@
 """NCCL's ring (Simple protocol) as tile-ISA kernels: `channels` CTAs, each owning a contiguous
-region of the tensor; a region's N parts travel around the ring g -> g+1.
+region of the tensor; a region's N parts travel around the ring g -> g+1, slice by slice.
 
-AllReduce of a region (parts of P bytes, part i at offset i P):
-  reduce-scatter, steps s = 0 .. N-2: send part (g - s) mod N to the next GPU (a remote store
-  into its receive slot s, then a flag); wait for the previous GPU's part (g - s - 1) mod N,
-  add it to the local part (load both, add, store);
-  all-gather, steps s = 0 .. N-2: send part (g + 1 - s) mod N (reduced) straight into the next
-  GPU's tensor, flag; wait for part (g - s) mod N from the previous GPU.
-After N - 1 reduce-scatter steps GPU g holds the sum of part (g + 1) mod N. ReduceScatter and
-AllGather are the two halves. Receive slots are distinct per (region, step), so no slot is
-reused within a collective; the data moved per GPU is NCCL's: (N-1)/N of the tensor per half.
+AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut into slices):
+  step 0      send part g to the next GPU (a remote store into its receive slot 0);
+  step s      (1 .. N-1) wait for the previous GPU's partial of part g - s (slot s-1), add the
+              local part g - s (NCCL's recvReduceSend: the sum goes on from registers): steps
+              1 .. N-2 send it into the next GPU's slot s, step N-1 has the full sum of part
+              g + 1, stores it locally and sends it straight into the next GPU's tensor;
+  gather t    (1 .. N-2) wait for part g - t + 1 from the previous GPU, forward it (recvCopySend);
+  finally     wait for the last part, g + 2.
+ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
+g + 1 and forwards the others. Each store is followed by a flag once it has been acknowledged
+(NCCL's fence before the tail flag): a channel keeps one slice's store in flight while it loads
+and adds the next. Receive slots and flags are distinct per (chunk, channel, step, slice). In
+functional runs the values travel through tile registers, so the sums are checked exactly.
+Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
 """
 from __future__ import annotations
 
@@ -19,12 +24,17 @@ from harness.gpu.isa_text import isa
 from harness.kernels.builder import Program, WorkloadBuilder, affine, rotated
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+# NCCL's Simple protocol moves a ring step in slices of 2 of its NCCL_STEPS = 8 buffer steps of a
+# 4 MiB buffer: 1 MiB (a channel's part smaller than that is one slice).
+SLICE_BYTES = 1 << 20
+R_RECV, R_LOCAL = 1, 2  # tile registers
 
 
 @dataclass(frozen=True)
 class RingConfig:
     channels: int = 16
     threads: int = 512
+    slice_bytes: int = SLICE_BYTES
 
 
 def part_addr(base, part_bytes: int, gpus: int, shift: int):
@@ -32,41 +42,120 @@ def part_addr(base, part_bytes: int, gpus: int, shift: int):
     return rotated(base, part_bytes, gpus, shift)
 
 
-def ring_steps(p: Program, kind: str, *, data: int, recv: int, flags: int, region, part_bytes: int, gpus: int,
-               recv_base, flag_base) -> None:
-    """The ring steps over one region at `region` (an affine offset of part 0 in `data`).
-    recv_base / flag_base: offsets of this region's receive slots and flags (affine)."""
-    nxt = affine(1, g=1, mod=gpus)
-    steps = []
-    if kind in ("all_reduce", "reduce_scatter"):
-        steps += [("rs", s) for s in range(gpus - 1)]
-    if kind in ("all_reduce", "all_gather"):
-        steps += [("ag", s) for s in range(gpus - 1)]
-    for i, (phase, s) in enumerate(steps):
-        slot = affine(recv_base.base + i * part_bytes, bx=recv_base.block_x, loops=tuple(recv_base.loop))
-        flag = affine(flag_base.base + 8 * i, bx=flag_base.block_x, loops=tuple(flag_base.loop))
-        if phase == "rs":
-            send = part_addr(region, part_bytes, gpus, -s)
-            p.ins(isa.LD, buffer=data, addr=send, rows=1, row_bytes=part_bytes)
-            p.ins(isa.ST_REMOTE, buffer=recv, addr=slot, peer=nxt, rows=1, row_bytes=part_bytes)
-            p.ins(isa.FLAG_SIGNAL, buffer=flags, addr=flag, value=1, scope=isa.REMOTE, peer=nxt)
-            p.ins(isa.FLAG_WAIT, buffer=flags, addr=flag, value=1)
-            mine = part_addr(region, part_bytes, gpus, -s - 1)
-            p.ins(isa.LD, buffer=recv, addr=slot, rows=1, row_bytes=part_bytes, is_async=True)
-            p.ins(isa.LD, buffer=data, addr=mine, rows=1, row_bytes=part_bytes, is_async=True)
+def slices_of(part: int, target: int) -> int:
+    """Slices per part: the fewest whose size is at most `target` and a multiple of 128 B."""
+    for s in range(max(1, part // max(target, 128)), part // 128 + 1):
+        if part % s == 0 and (part // s) % 128 == 0:
+            return s
+    return 1
+
+
+class _Ring:
+    """Emits one channel's ring steps over one chunk (loop L0 = chunk, L1 = slice)."""
+
+    def __init__(self, p: Program, *, data: int, recv: int, flags: int, gpus: int, channels: int, chunk: int,
+                 part: int, slices: int, recv_steps: int):
+        self.p, self.data, self.recv, self.flags, self.G = p, data, recv, flags, gpus
+        self.chunk, self.part, self.S = chunk, part, slices
+        self.slice = part // slices
+        self.region = chunk // channels
+        self.recv_steps = recv_steps
+        self.nxt = affine(1, g=1, mod=gpus)
+        self.n_flags = 2 * (gpus - 1)
+        self.C = channels
+
+    # addresses of slice (L1 + shift) of ...
+    def data_part(self, k_shift: int, shift: int):
+        base = affine(shift * self.slice, bx=self.region, loops=(self.chunk, self.slice))
+        return part_addr(base, self.part, self.G, k_shift)
+
+    def slot(self, step: int, shift: int):
+        n = self.recv_steps
+        return affine(step * self.part + shift * self.slice, bx=n * self.part,
+                      loops=(self.C * n * self.part, self.slice))
+
+    def flag(self, index: int, shift: int):
+        n, S = self.n_flags, self.S
+        return affine(8 * (index * S + shift), bx=8 * n * S, loops=(8 * self.C * n * S, 8))
+
+    def wait(self, index: int, shift: int):
+        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(index, shift), value=1)
+
+    def signal(self, index: int, shift: int):
+        self.p.ins(isa.FLAG_SIGNAL, buffer=self.flags, addr=self.flag(index, shift), value=1, scope=isa.REMOTE,
+                   peer=self.nxt)
+
+    def load(self, buf: int, addr, reg: int):
+        self.p.ins(isa.LD, buffer=buf, addr=addr, rows=1, row_bytes=self.slice, reg=reg, is_async=True)
+
+    def send(self, buf: int, addr, reg: int = R_RECV):
+        self.p.ins(isa.ST_REMOTE, buffer=buf, addr=addr, peer=self.nxt, rows=1, row_bytes=self.slice, reg=reg,
+                   is_async=True)
+
+    def step(self, body, signal_index: int | None) -> None:
+        """Every slice of one step: body(shift) for slice L1 + shift; the previous slice's store
+        is acknowledged when the next slice's loads are (WAIT 0), then its flag follows."""
+        p = self.p
+        body(0, None)
+        if self.S > 1:
+            p.loop(self.S - 1)
+            body(1, signal_index)
+            p.end()
+        p.ins(isa.WAIT, count=0)
+        if signal_index is not None:
+            self.signal(signal_index, self.S - 1)
+
+    def emit(self, kind: str) -> None:
+        G, p = self.G, self.p
+        ag0 = G - 1  # flag index of the gather's first step
+
+        def after_loads(shift: int, signal_index):
             p.ins(isa.WAIT, count=0)
-            p.ins(isa.ALU, elements=part_bytes // 2, flops_per_element=1.0)
-            p.ins(isa.ST, buffer=data, addr=mine, rows=1, row_bytes=part_bytes)
+            if signal_index is not None:  # the previous slice's store is acknowledged
+                self.signal(signal_index, shift - 1)
+
+        if kind in ("all_reduce", "reduce_scatter"):
+            def first(shift, sig):
+                self.load(self.data, self.data_part(0, shift), R_RECV)
+                after_loads(shift, sig)
+                self.send(self.recv, self.slot(0, shift))
+            self.step(first, 0)
+            for s in range(1, G):
+                last = s == G - 1
+                target = (ag0 if kind == "all_reduce" else None) if last else s
+
+                def reduce(shift, sig, s=s, last=last):
+                    self.wait(s - 1, shift)
+                    self.load(self.recv, self.slot(s - 1, shift), R_RECV)
+                    self.load(self.data, self.data_part(-s, shift), R_LOCAL)
+                    after_loads(shift, sig)
+                    p.ins(isa.ALU, elements=self.slice // 2, flops_per_element=1.0, reg=R_RECV, src_reg=R_LOCAL)
+                    if not last:
+                        self.send(self.recv, self.slot(s, shift))
+                        return
+                    p.ins(isa.ST, buffer=self.data, addr=self.data_part(1, shift), rows=1, row_bytes=self.slice,
+                          reg=R_RECV, is_async=True)
+                    if kind == "all_reduce":
+                        self.send(self.data, self.data_part(1, shift))
+                self.step(reduce, target)
         else:
-            send = part_addr(region, part_bytes, gpus, 1 - s)
-            p.ins(isa.LD, buffer=data, addr=send, rows=1, row_bytes=part_bytes)
-            p.ins(isa.ST_REMOTE, buffer=data, addr=send, peer=nxt, rows=1, row_bytes=part_bytes)
-            p.ins(isa.FLAG_SIGNAL, buffer=flags, addr=flag, value=1, scope=isa.REMOTE, peer=nxt)
-            p.ins(isa.FLAG_WAIT, buffer=flags, addr=flag, value=1)
-
-
-def steps_of(kind: str, gpus: int) -> int:
-    return (2 if kind == "all_reduce" else 1) * (gpus - 1)
+            def gather0(shift, sig):
+                self.load(self.data, self.data_part(1, shift), R_RECV)
+                after_loads(shift, sig)
+                self.send(self.data, self.data_part(1, shift))
+            self.step(gather0, ag0)
+        if kind == "reduce_scatter":
+            return
+        for t in range(1, G - 1):
+            def forward(shift, sig, t=t):
+                self.wait(ag0 + t - 1, shift)
+                self.load(self.data, self.data_part(1 - t, shift), R_RECV)
+                after_loads(shift, sig)
+                self.send(self.data, self.data_part(1 - t, shift))
+            self.step(forward, ag0 + t)
+        p.loop(self.S)  # the last part, g + 2, arrives from the previous GPU
+        self.wait(ag0 + G - 2, 0)
+        p.end()
 
 
 def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: int,
@@ -74,24 +163,28 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     """A ring `kind` over `data` (nbytes per GPU, every GPU's full-size buffer; a reduce_scatter
     leaves GPU g's reduced part (g + 1) mod N in place, an all_gather sends part (g + 1) mod N).
     chunks > 1 splits the tensor into consecutive chunks walked in order (CoCoNet's chunked
-    overlap); `wait(p, chunk_loop_affine_offset)` emits what a channel waits for before a chunk."""
+    overlap); `wait(p)` emits what a channel waits for before a chunk."""
     if kind not in KINDS:
         raise ValueError(f"unknown ring collective '{kind}'")
     G, C = b.gpus, cfg.channels
-    if nbytes % (chunks * C * G):
-        raise ValueError(f"{name}: {nbytes} B does not split into {chunks} chunks x {C} channels x {G} parts")
+    if nbytes % (chunks * C * G * 128):
+        raise ValueError(f"{name}: {nbytes} B does not split into {chunks} chunks x {C} channels x {G} parts "
+                         "of whole 128 B lines")
     chunk = nbytes // chunks
-    region_bytes = chunk // C
-    part = region_bytes // G
-    n = steps_of(kind, G)
-    recv = b.buffer(f"{name}.recv", chunks * C * n * part)
-    flags = b.flags(f"{name}.flags", chunks * C * n)
+    part = chunk // C // G
+    S = slices_of(part, cfg.slice_bytes)
+    recv_steps = G - 1 if kind != "all_gather" else 1
+    recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
+    flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
     ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64)
     p.loop(chunks)
     if wait is not None:
         wait(p)
-    ring_steps(p, kind, data=data, recv=recv, flags=flags, region=affine(0, bx=region_bytes, loops=(chunk,)),
-               part_bytes=part, gpus=G, recv_base=affine(0, bx=n * part, loops=(C * n * part,)),
-               flag_base=affine(0, bx=8 * n, loops=(8 * C * n,)))
+    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part, slices=S,
+          recv_steps=recv_steps).emit(kind)
     p.end()
     return ki
+
+
+def steps_of(kind: str, gpus: int) -> int:
+    return (2 if kind == "all_reduce" else 1) * (gpus - 1)

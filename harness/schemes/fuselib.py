@@ -29,6 +29,9 @@ from harness.workload.graph import Collective, Gemm
 from harness.workload.models import ELEM_BYTES as ELEM
 
 
+MAX_REGS = 8  # tile registers per block (proto/isa.proto)
+
+
 @dataclass
 class FuseLibParams(SchemeParams):
     reduce_threads: int = 256
@@ -91,15 +94,18 @@ def _reduce_by_stores(p, lw, *, partial, result, rows, tn, ldc, owner_rows):
     """Sum the N staged partials of this block's rows, write the sum to every GPU."""
     G = lw.t.gpus
     row0 = affine(0, g=owner_rows * ldc, by=rows * ldc, bx=tn * ELEM)  # rows g*T/N + by*rows
-    for k in range(G):  # slot k: GPU k's partial of this GPU's shard
+    if G > MAX_REGS:
+        raise ValueError(f"fuselib: the owner sums {G} partials in tile registers; at most {MAX_REGS} GPUs")
+    for k in range(G):  # slot k: GPU k's partial of this GPU's shard, into register k + 1
         p.ins(isa.LD, buffer=partial, addr=affine(k * owner_rows * ldc, by=rows * ldc, bx=tn * ELEM), rows=rows,
-              row_bytes=tn * ELEM, row_stride=ldc, is_async=True)
+              row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=k + 1)
     p.ins(isa.WAIT, count=0)
-    p.ins(isa.ALU, elements=rows * tn * (G - 1), flops_per_element=1.0)
-    p.ins(isa.ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True)
+    for k in range(1, G):
+        p.ins(isa.ALU, elements=rows * tn, flops_per_element=1.0, reg=1, src_reg=k + 1)
+    p.ins(isa.ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1)
     for i in range(1, G):
         p.ins(isa.ST_REMOTE, buffer=result, addr=row0, peer=affine(i, g=1, mod=G), rows=rows, row_bytes=tn * ELEM,
-              row_stride=ldc, is_async=True)
+              row_stride=ldc, is_async=True, reg=1)
     p.ins(isa.WAIT, count=0)
 
 

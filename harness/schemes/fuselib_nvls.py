@@ -13,8 +13,8 @@ from harness.workload.models import ELEM_BYTES as ELEM
 
 def _reduce_by_multimem(p, lw, *, partial, result, rows, tn, ldc, owner_rows):
     row0 = affine(0, g=owner_rows * ldc, by=rows * ldc, bx=tn * ELEM)
-    p.ins(isa.MM_LD_REDUCE, buffer=partial, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc)
-    p.ins(isa.MM_ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True)
+    p.ins(isa.MM_LD_REDUCE, buffer=partial, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, reg=1)
+    p.ins(isa.MM_ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1)
     p.ins(isa.WAIT, count=0)
 
 

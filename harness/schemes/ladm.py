@@ -64,7 +64,7 @@ def lower(graph, target, params: SchemeParams):
             continue
         if isinstance(op, Gemm):
             M, N, K = logical_shape(op, G)
-            a = lw.input_of(op, M * K * ELEM)
+            a = lw.tensor(f"{op.name}.saved_act", M * K * ELEM) if op.wgrad else lw.input_of(op, M * K * ELEM)
             w = lw.tensor(f"{op.name}.w", N * K * ELEM)
             if op.wgrad:  # partial dW rows go to their home GPU
                 home = home_rows(M, N, K, G, target.num_sms)
@@ -78,7 +78,7 @@ def lower(graph, target, params: SchemeParams):
             batch = tokens // op.seq
             heads = op.batch_heads * G // batch
             queries = tokens // G
-            q, kv, o = layer_ops.attention_buffers(lw.b, op.name, heads, op.seq, op.head_dim)
+            q, kv, o = layer_ops.attention_buffers(lw.b, op.name, heads, op.seq, op.head_dim, op.backward)
             lw.tensors[op.name] = o
             ki = layer_ops.attention(lw.b, op.name, heads, op.seq, op.head_dim, q=q, kv=kv, o=o, backward=op.backward,
                                      queries=queries, kv_peer=attention_kv_peer(queries, G))

@@ -74,11 +74,13 @@ class Lowering:
     # ---- ops no scheme changes
     def gemm(self, op: Gemm, stream: Stream | None = None, *, source=gemm_kernel.Source(),
              sink=gemm_kernel.Sink(), signal=None, a: int | None = None, out: int | None = None, config=None,
-             shard=None, wait=None, name: str | None = None, **kw) -> int:
-        a = self.input_of(op, op.M * op.K * ELEM) if a is None else a
+             shard=None, wait=None, name: str | None = None, rows: int | None = None, **kw) -> int:
+        """rows: compute only this many rows of C (a row chunk; `shard` places it)."""
+        if a is None:  # a weight gradient's A is a saved forward activation (transposed), not its dep's tensor
+            a = self.tensor(f"{op.name}.saved_act", op.M * op.K * ELEM) if op.wgrad else self.input_of(op, op.M * op.K * ELEM)
         w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
         out = self.out_of(op) if out is None else out
-        M = shard[0] if shard else op.M
+        M = rows or (shard[0] if shard else op.M)
         ki, _ = gemm_kernel.gemm(self.b, name or op.name, M, op.N, op.K, a=a, w=w, out=out, source=source, sink=sink,
                                  signal=signal, config=config, shard=shard, wait=wait)
         return self.launch(op, ki, stream, **kw)
@@ -98,7 +100,7 @@ class Lowering:
         return self.launch(op, ki, stream, **kw)
 
     def attention(self, op: Attention, stream: Stream | None = None, **kw) -> int:
-        q, kv, o = layer_ops.attention_buffers(self.b, op.name, op.batch_heads, op.seq, op.head_dim)
+        q, kv, o = layer_ops.attention_buffers(self.b, op.name, op.batch_heads, op.seq, op.head_dim, op.backward)
         self.tensors[op.name] = o
         ki = layer_ops.attention(self.b, op.name, op.batch_heads, op.seq, op.head_dim, q=q, kv=kv, o=o,
                                  backward=op.backward)

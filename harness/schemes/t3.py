@@ -104,7 +104,7 @@ class T3Lowering(Lowering):
         full = self.tensors[ag.name]
         out = self.out_of(op)
         launches = [self.gemm(op, self.chunk_streams[0], name=f"{op.name}.chunk0", a=self.tensors[ag.deps[0]],
-                              config=c, after=after)]
+                              rows=shard_rows, config=c, after=after)]
         for i in range(1, G):
             wait = (arrived, affine(8 * R * (i - 1), by=8 * (c.tm // TILE_ROWS)), 1)
             launches.append(self.gemm(op, self.chunk_streams[i], name=f"{op.name}.chunk{i}", a=full, out=out,

@@ -1,0 +1,85 @@
+"""Values, not just timing: every scheme's reduced and gathered activations on model=tiny equal
+what numpy computes.
+
+In a functional run every GPU's GEMM writes its partial output as the constant g + 1 (the
+engine's functional store), the collectives move the values through tile registers, DMA
+pushes and in-switch reductions, and LayerNorm writes g + 1 into its shard. So after a
+reduction every element is sum(g + 1) = 36, and a gathered row block holds its owner's g + 1.
+The engine reports each buffer's sum, min, max and an order-sensitive hash per GPU; numpy
+computes the same four numbers from the expected contents (harness/gpu/functional.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.gpu import functional
+
+from conftest import run_cli
+
+G = 8
+T, H, F = 1024, 256, 1024  # model=tiny: tokens, hidden, FFN
+SUM = sum(g + 1 for g in range(G))
+BASE = ("model=tiny", "system=dgx_h100_half", "net.functional=true")
+
+
+def _stats(tmp_path, scheme: str, *extra: str) -> dict[str, float]:
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", f"out_dir={out}", *extra)
+    st = pd.read_csv(out / "stats.csv")
+    return dict(zip(st["name"], st["value"]))
+
+
+def _check(stats, gpu: int, buffer: str, values: np.ndarray) -> None:
+    assert functional.engine_summary(stats, gpu, buffer) == functional.summary(values), f"gpu{gpu} {buffer}"
+
+
+def _gathered(gpu: int, own: float | None = None) -> np.ndarray:
+    """[T, H] row blocks of T/G rows, block k holding k + 1 (own: what GPU `gpu`'s block holds)."""
+    v = np.repeat(np.arange(1, G + 1, dtype=float), T // G)[:, None] * np.ones((1, H))
+    if own is not None:
+        v[gpu * T // G:(gpu + 1) * T // G] = own
+    return v
+
+
+@pytest.mark.parametrize("scheme,buffer", [("tp_nvls", "out_proj"), ("coconet_nvls", "out_proj"),
+                                           ("coconet", "out_proj"), ("fuselib", "reduce_out_proj"),
+                                           ("fuselib_nvls", "reduce_out_proj")])
+def test_allreduce_schemes_leave_the_sum_on_every_gpu(engines, tmp_path, scheme, buffer):
+    stats = _stats(tmp_path, scheme, "workload=sublayer_l1")
+    for g in range(G):
+        _check(stats, g, buffer, np.full(T * H, float(SUM)))
+
+
+def test_sp_nvls_reduce_scatters_then_gathers(engines, tmp_path):
+    stats = _stats(tmp_path, "sp_nvls", "workload=sublayer_l1")
+    for g in range(G):
+        _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))  # the RS shard
+        _check(stats, g, "ag_ln2", _gathered(g))                             # LN shards, gathered
+
+
+def test_t3_ring_reduce_scatter_and_dma_gather(engines, tmp_path):
+    """T3's partial buffer after its ring: GPU g pushes shard (g + 1 + s) to g - 1 at step s,
+    which adds it to its own; the gather fills every shard but the GPU's own (its first
+    row-chunk GEMM reads the LN output directly)."""
+    stats = _stats(tmp_path, "t3", "workload=sublayer_l1")
+    val = np.array([[g + 1.0] * G for g in range(G)])  # val[g][k]: shard k on GPU g
+    for s in range(G - 1):
+        sends = [(g, (g + 1 + s) % G) for g in range(G)]
+        adds = [((g - 1) % G, k, val[g][k]) for g, k in sends]
+        for p, k, v in adds:
+            val[p][k] += v
+    for g in range(G):
+        assert val[g][g] == SUM
+        partial = np.repeat(val[g], T // G)[:, None] * np.ones((1, H))
+        _check(stats, g, "out_proj", partial)
+        _check(stats, g, "ag_ln2", _gathered(g, own=0.0))
+
+
+def test_ladm_reduces_weight_gradients_at_their_homes(engines, tmp_path):
+    """LADM's FFN2 weight gradient [F, H]: every GPU's partial over its tokens (g + 1) lands as an
+    unmerged remote reduction at the home of its rows (F/G rows each): 36 everywhere."""
+    stats = _stats(tmp_path, "ladm", "phase=training", "workload=layer")
+    for g in range(G):
+        _check(stats, g, "ffn2_wgrad", np.full(F // G * H, float(SUM)))
