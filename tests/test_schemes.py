@@ -93,6 +93,13 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
             out["dma"] = out.get("dma", 0) + (G - 1) * D
             out["write"] += G * 8 * (G - 1) * (op.rows // G // 128)
             continue
+        if scheme == "t3_nvls":  # RS: (N-1)/N D of push reductions per GPU; AG: a D/N multicast push
+            if op.kind == "reduce_scatter":  # per GPU, and N-1 flags per 128-row block
+                out["cais_red"] = out.get("cais_red", 0) + (G - 1) * D
+            else:
+                out["dma"] = out.get("dma", 0) + D
+                out["write"] += G * 8 * (G - 1) * (op.rows // G // 128)
+            continue
         if scheme in ("fuselib", "fuselib_nvls"):
             # per tile of the producer GEMM not owned by its GPU: one 8 B flag write to the owner;
             # the closing barrier: N-1 flag writes per GPU
@@ -120,7 +127,7 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "ladm"])
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm"])
 @pytest.mark.parametrize("phase,workload", CASES)
 def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
     row = _run(tmp_path, scheme, phase, workload)

@@ -77,6 +77,16 @@ def test_t3_ring_reduce_scatter_and_dma_gather(engines, tmp_path):
         _check(stats, g, "ag_ln2", _gathered(g, own=0.0))
 
 
+def test_t3_nvls_merges_push_reductions_in_the_switch_and_multicasts_the_gather(engines, tmp_path):
+    stats = _stats(tmp_path, "t3_nvls", "workload=sublayer_l1")
+    for g in range(G):
+        _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))
+        _check(stats, g, "ag_ln2", _gathered(g))
+    merged = sum(v for k, v in stats.items() if k.endswith(".rx.CAIS_RED.packets") and k.startswith("gpu"))
+    sent = sum(v for k, v in stats.items() if k.endswith(".tx.CAIS_RED.packets") and k.startswith("gpu"))
+    assert merged * (G - 1) == sent  # one write per line reaches the home for N-1 contributions
+
+
 def test_ladm_reduces_weight_gradients_at_their_homes(engines, tmp_path):
     """LADM's FFN2 weight gradient [F, H]: every GPU's partial over its tokens (g + 1) lands as an
     unmerged remote reduction at the home of its rows (F/G rows each): 36 everywhere."""

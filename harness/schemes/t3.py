@@ -78,7 +78,7 @@ class T3Lowering(Lowering):
         G, ldh = self.t.gpus, ag.cols * ELEM
         shard_rows = ag.rows // G
         R = self._rows(ag.name, shard_rows)
-        src = self.tensors[ag.deps[0]]
+        src = self.tensors[ag.deps[0]] if ag.deps else self.tensor(f"{ag.name}.in", shard_rows * ldh)
         full = self.tensor(ag.name, ag.bytes)  # unicast: each push goes to one peer
         arrived = self.b.flags(f"{ag.name}.arrived", (G - 1) * R)
         ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=32)
@@ -94,6 +94,10 @@ class T3Lowering(Lowering):
             p.ins(isa.FLAG_SIGNAL, buffer=arrived, addr=affine(8 * R * s, bx=8), value=1, scope=isa.REMOTE, peer=nxt)
         return self.launch(ag, ki, self.dma, after=after), arrived, R
 
+    def chunk_wait(self, arrived: int, R: int, i: int, c) -> tuple:
+        """Chunk i (shard g - i) waits for ring step i - 1 to have delivered its row block."""
+        return (arrived, affine(8 * R * (i - 1), by=8 * (c.tm // TILE_ROWS)), 1)
+
     def ag_gemm(self, ag: Collective, op: Gemm, after: tuple[int, ...]) -> tuple[int, ...]:
         """The consumer as N row-chunk GEMMs: chunk 0 on the local shard, chunk i on shard g - i
         as it arrives. Returns their launches."""
@@ -103,10 +107,10 @@ class T3Lowering(Lowering):
         c = plan(shard_rows, op.N, op.K, self.t.num_sms, TILE_ROWS)
         full = self.tensors[ag.name]
         out = self.out_of(op)
-        launches = [self.gemm(op, self.chunk_streams[0], name=f"{op.name}.chunk0", a=self.tensors[ag.deps[0]],
+        launches = [self.gemm(op, self.chunk_streams[0], name=f"{op.name}.chunk0", a=self.tensors[ag.deps[0]] if ag.deps else full,
                               rows=shard_rows, config=c, after=after)]
         for i in range(1, G):
-            wait = (arrived, affine(8 * R * (i - 1), by=8 * (c.tm // TILE_ROWS)), 1)
+            wait = self.chunk_wait(arrived, R, i, c)
             launches.append(self.gemm(op, self.chunk_streams[i], name=f"{op.name}.chunk{i}", a=full, out=out,
                                       shard=(shard_rows, -i), wait=wait, config=c, after=after))
         return (dma, *launches)
