@@ -54,8 +54,11 @@ class GpuParams:
     """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
     max_outstanding_per_sm: int = 256
     """Remote (NVLink) requests one SM keeps in flight before it stalls."""
-    dma_max_outstanding: int = 512
-    """Remote requests the copy engine keeps in flight."""
+    dma_max_outstanding: int = 4096
+    """Remote requests the copy engine keeps in flight. A copy-engine peer copy on an HGX H100
+    reaches 380 GB/s one way (p2pBandwidthLatencyTest, which uses the copy engines: NVIDIA/nccl
+    issue #1264); at the engine's ~1.2 us remote round trip that needs 380 GB/s x 1.2 us / 128 B
+    ~ 3600 requests in flight, so 4096 (512 capped a copy at ~56 GB/s)."""
     max_packet_bytes: int = 128
     """Largest NVLink packet payload; 32 B sectors of one line coalesce into one packet. A
     multiple of 32 from 32 to 2048 (the engine's 64-sector mask)."""

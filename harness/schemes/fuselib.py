@@ -6,9 +6,10 @@ separates them:
   compute   the row-parallel GEMM; each tile's block writes its partial tile into slot g of the
             staging buffer on the tile's owner (owner of rows r: r // (T/N); zero-copy remote
             stores) and adds 1 to that tile's flag on the owner;
-  reduce    blocks of the same kernel's communication phase, dispatched only once no compute tile
-            is waiting for an SM (the compute stream has priority, as persistent CTAs turn to
-            communication after their last tile): block (bx, by) on GPU g waits until all N
+  reduce    blocks of the same kernel's communication phase, block b dispatched once compute tile
+            b x tiles / blocks is done and behind every waiting compute tile (the compute stream
+            has priority), as persistent CTAs turn to communication after their last tile so
+            that communication never holds an SM a tile needs: block (bx, by) on GPU g waits until all N
             partials of its owned tile (bx, by // N) have landed, sums its 1/N slice of the tile's
             rows and writes the sum to every GPU (remote stores: a direct AllGather).
 A one-block barrier after the reduce phase orders the next op after every GPU's stores. Per-GPU
@@ -69,14 +70,19 @@ def lower_fused(graph, target, params, scheme: str, reduce_phase, sink_kind: str
             else:
                 partial = lw.out_of(op)
             result = lw.tensor(nxt.name, op.M * ldc, multicast=True)
-            lw.gemm(op, sink=Sink(sink_kind, owner_rows), signal=Signal(flags, "owner", owner_local=True),
-                    out=partial, config=c, after=pending)
+            gemm = lw.gemm(op, sink=Sink(sink_kind, owner_rows), signal=Signal(flags, "owner", owner_local=True),
+                           out=partial, config=c, after=pending)
             ki, p = lw.b.kernel(f"{nxt.name}.reduce", gx, tpo * G, threads=params.reduce_threads, regs=32)
             wait = affine(0, bx=8)
             wait.quotient.add(block_y=1, divisor=G, scale=8 * gx)
             p.ins(isa.FLAG_WAIT, buffer=flags, addr=wait, value=G)  # every GPU's partial, own included
             reduce_phase(p, lw, partial=partial, result=result, rows=rows, tn=c.tn, ldc=ldc, owner_rows=owner_rows)
-            red = lw.launch(nxt, ki, comm, after=pending)
+            # communication block b starts once compute tile b * tiles / blocks is done, so that
+            # its blocks only ever take SMs the compute phase no longer needs (whichever stream
+            # the host launched first), as a persistent CTA turns to communication after its tiles
+            tiles, blocks = gx * math.ceil(op.M / c.tm), gx * tpo * G
+            red = lw.launch(nxt, ki, comm, after=pending,
+                            deps=({"producer": gemm, "scale_num": tiles, "scale_den": blocks, "lo": 0, "hi": 0},))
             bi, bp = lw.b.kernel(f"{nxt.name}.done", 1, 1, threads=32)
             flag_ops.barrier(bp, lw.b.flags(f"{nxt.name}.done_flags", 1), affine(0), G)
             pending = (lw.launch(nxt, bi, comm, after=(red,)),)
