@@ -32,16 +32,14 @@ TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std:
   return transmit(sim, sender, h, vc, sim.now(), 0);
 }
 
-TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc,
-                               TimePs earliest_start, TimePs min_tail) {
+// What every way of sending a packet does: take its credits, count it, address it to the peer.
+TimePs OutputChannel::take(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs start) {
   Packet& p = sim.packets()[h];
   if (credits_[vc] < p.flits)
     throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
   credits_[vc] -= p.flits;
-  const TimePs start = std::max(earliest_start, busy_until_);
   const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
   const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
-  busy_until_ = std::max(start + ser, std::max(min_tail, sim.now()));
   stats_.packets += 1;
   stats_.flits += p.flits;
   stats_.wire_bytes += bytes;
@@ -52,52 +50,32 @@ TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std:
   p.hop_port = link_.peer_port;
   p.vc = vc;
   p.tail_ps = 0;
+  return ser;
+}
+
+TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc,
+                               TimePs earliest_start, TimePs min_tail) {
+  const TimePs start = std::max(earliest_start, busy_until_);
+  const TimePs ser = take(sim, sender, h, vc, start);
+  busy_until_ = std::max(start + ser, std::max(min_tail, sim.now()));
   // Virtual cut-through: the packet is usable at the receiver once its tail has arrived.
   sim.send(h, busy_until_ + link_.latency_ps, sender);
   return busy_until_;
 }
 
 TimePs OutputChannel::transmit_announcing_head(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc) {
-  Packet& p = sim.packets()[h];
-  if (credits_[vc] < p.flits)
-    throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
-  credits_[vc] -= p.flits;
   const TimePs start = std::max(sim.now(), busy_until_);
-  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
-  const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
-  busy_until_ = start + ser;
-  stats_.packets += 1;
-  stats_.flits += p.flits;
-  stats_.wire_bytes += bytes;
-  stats_.payload_bytes += p.payload_bytes;
-  stats_.busy_ps += ser;
-  stats_.wire_bytes_series.add(start, static_cast<double>(bytes));
-  p.hop_dst = link_.peer_node;
-  p.hop_port = link_.peer_port;
-  p.vc = vc;
-  p.tail_ps = busy_until_ + link_.latency_ps;
+  busy_until_ = start + take(sim, sender, h, vc, start);
+  sim.packets()[h].tail_ps = busy_until_ + link_.latency_ps;
   sim.send(h, start + serialization_ps(flit_bytes_, link_.bw_gbps) + link_.latency_ps, sender);
   return busy_until_;
 }
 
 void OutputChannel::deliver_tail(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs tail_ps) {
-  Packet& p = sim.packets()[h];
-  if (credits_[vc] < p.flits)
-    throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
-  credits_[vc] -= p.flits;
-  const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
-  const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
+  const Packet& p = sim.packets()[h];
+  const TimePs ser = serialization_ps(static_cast<std::uint64_t>(p.flits) * flit_bytes_, link_.bw_gbps);
+  take(sim, sender, h, vc, tail_ps > ser ? tail_ps - ser : 0);
   busy_until_ = std::max(busy_until_, tail_ps);
-  stats_.packets += 1;
-  stats_.flits += p.flits;
-  stats_.wire_bytes += bytes;
-  stats_.payload_bytes += p.payload_bytes;
-  stats_.busy_ps += ser;
-  stats_.wire_bytes_series.add(tail_ps > ser ? tail_ps - ser : 0, static_cast<double>(bytes));
-  p.hop_dst = link_.peer_node;
-  p.hop_port = link_.peer_port;
-  p.vc = vc;
-  p.tail_ps = 0;
   sim.send(h, std::max(tail_ps, sim.now()) + link_.latency_ps, sender);
 }
 

@@ -89,6 +89,8 @@ class OutputChannel {
   bool all_credits_home() const;
 
  private:
+  // Credits, statistics and addressing of one packet sent starting at `start`; its serialisation time.
+  TimePs take(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs start);
   PortLink link_;
   std::vector<std::uint32_t> credits_;
   std::uint32_t depth_ = 0;
