@@ -55,16 +55,18 @@ def run_task(cfg: DictConfig) -> Path:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     check_out_dir(out_dir)
     results, timing_csv = out_dir / "results.csv", out_dir / "timing.csv"
-    for stale in (results, timing_csv):  # a failed rerun must not leave old files looking like its result
+    outputs = [out_dir / n for n in ("results.csv", "timing.csv", "config.yaml", "stats.csv", "series.csv",
+                                     "kernels.csv")]
+    for stale in outputs:  # a failed rerun must not leave old files looking like its result
         try:
             stale.unlink(missing_ok=True)
         except OSError as exc:
             raise CaisError(f"out_dir: cannot remove {stale}: {exc.strerror}") from None
     runner = experiments.get(cfg.task)
-    write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     df, timing = split_timing(runner(cfg, out_dir))
     if timing is not None:
         write_csv_atomic(timing_csv, timing)
+    write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # only beside a result
     write_csv_atomic(results, df)
     return results
 

@@ -158,7 +158,8 @@ def test_sp_nvls_moves_less_than_tp_nvls_up_and_the_same_down():
 
 @pytest.mark.parametrize("override,key", [
     ("scheme=bogus", "scheme"), ("phase=bogus", "phase"), ("workload=bogus", "workload"),
-    ("scheme.bogus=1", "scheme"),
+    ("scheme.bogus=1", "scheme"), ("scheme.channels=0", "scheme.channels"),
+    ("scheme.chunk_bytes=100", "scheme.chunk_bytes"),
 ])
 def test_bad_layer_keys_are_one_line_errors(engines, tmp_path, override, key):
     proc = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l1", override, f"out_dir={tmp_path}", check=False)
@@ -175,3 +176,13 @@ def test_a_layer_workload_needs_a_scheme_and_a_scheme_needs_a_layer(engines, tmp
     assert p.returncode != 0 and "workload" in p.stderr
     p = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l3", "phase=inference", f"out_dir={tmp_path}", check=False)
     assert p.returncode != 0 and "phase=training" in p.stderr
+
+
+def test_a_failed_rerun_leaves_no_earlier_output_behind(engines, tmp_path):
+    """results, statistics, kernels and config of a run that succeeded in out_dir are removed
+    when a rerun there fails, and the failed run writes none of its own."""
+    run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l1", f"out_dir={tmp_path}")
+    assert {"results.csv", "config.yaml", "kernels.csv", "stats.csv"} <= {p.name for p in tmp_path.iterdir()}
+    p = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l1", "scheme.channels=0", f"out_dir={tmp_path}",
+                check=False)
+    assert p.returncode != 0 and list(tmp_path.iterdir()) == []

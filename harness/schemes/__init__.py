@@ -17,8 +17,17 @@ from harness.errors import ConfigError
 
 @dataclass
 class SchemeParams:
-    """Parameters every scheme has; a scheme's own dataclass extends this."""
+    """Parameters every scheme has; a scheme's own dataclass extends this and says in check()
+    which values it accepts."""
     name: str = "none"
+
+    def check(self) -> None:
+        """Raise ConfigError naming scheme.<key> for a value the lowering cannot use."""
+
+    def require(self, key: str, ok: bool, allowed: str) -> None:
+        if not ok:
+            raise ConfigError(f"scheme.{key}", f"{getattr(self, key)!r} is not allowed for scheme '{self.name}' "
+                              f"({allowed})")
 
 
 @dataclass(frozen=True)
@@ -75,4 +84,6 @@ def params_from_config(spec: SchemeSpec, scheme_cfg) -> Any:
         merged = OmegaConf.merge(OmegaConf.structured(spec.params), values)
     except Exception as exc:  # OmegaConf's validation errors name the key
         raise ConfigError("scheme", str(exc).splitlines()[0]) from None
-    return OmegaConf.to_object(merged)
+    params = OmegaConf.to_object(merged)
+    params.check()
+    return params

@@ -17,6 +17,10 @@ class CoconetParams(SchemeParams):
     chunks: int = 8
     """Chunks the AllReduce is cut into (rounded to divide the GEMM's row blocks)."""
 
+    def check(self) -> None:
+        self.require("channels", self.channels >= 1, ">= 1")
+        self.require("chunks", self.chunks >= 1, ">= 1")
+
 
 @register("coconet", partition="tp", params=CoconetParams,
           summary="CoCoNet chunked GEMM+AllReduce overlap, NCCL ring AllReduce per chunk")

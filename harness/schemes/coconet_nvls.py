@@ -19,6 +19,12 @@ class CoconetNvlsParams(SchemeParams):
     chunk_bytes: int = 32768
     """Bytes one channel reduces and multicasts per step."""
 
+    def check(self) -> None:
+        self.require("channels", self.channels >= 1, ">= 1")
+        self.require("chunks", self.chunks >= 1, ">= 1")
+        self.require("chunk_bytes", self.chunk_bytes >= 128 and self.chunk_bytes % 128 == 0,
+                     "a positive multiple of 128 B, the NVLink line")
+
 
 @register("coconet_nvls", partition="tp", params=CoconetNvlsParams,
           summary="CoCoNet chunked GEMM+AllReduce overlap, NVLS AllReduce per chunk")

@@ -38,6 +38,10 @@ class FuseLibParams(SchemeParams):
     reduce_threads: int = 256
     """Threads of a communication-phase block."""
 
+    def check(self) -> None:
+        self.require("reduce_threads", 32 <= self.reduce_threads <= 1024 and self.reduce_threads % 32 == 0,
+                     "whole warps, 32-1024")
+
 
 def _slice_rows(lw: Lowering, op: Gemm, owner_rows: int):
     c = plan(op.M, op.N, op.K, lw.t.num_sms, owner_rows)

@@ -21,6 +21,11 @@ class TpNvlsParams(SchemeParams):
     chunk_bytes: int = 32768
     """Bytes one channel reduces (ld_reduce) and multicasts (multimem.st) per step."""
 
+    def check(self) -> None:
+        self.require("channels", self.channels >= 1, ">= 1")
+        self.require("chunk_bytes", self.chunk_bytes >= 128 and self.chunk_bytes % 128 == 0,
+                     "a positive multiple of 128 B, the NVLink line")
+
 
 def lower_serial(graph, target, params, scheme: str):
     """Every op as one kernel on one stream, collectives by NVLS (TP-NVLS and SP-NVLS)."""
