@@ -5,12 +5,14 @@
     cais-bench floor [--windows N] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
     cais-bench os-floor
     cais-bench loop [--windows N]
+    cais-bench layer [--model M] [--phase P] [--scheme S] [--system Y] [--workload W] [-- KEY=VALUE ...]
 
 `harness` runs 8 GPUs + 4 switches in 3 engine processes (2 GPU engines of 4 GPUs, 1 network
 engine) with sparse traffic, so that the lock-step loop, not the models, dominates. It reports
 the wall time per executed window, windows executed, and windows that idle-skipping saved, for
 each transport (and, for shm, each spin bound), with the protocol floor measured beside it.
 Runs of the configurations alternate, so that load from other work hits them alike.
+`layer` measures one LLM layer simulation (harness/bench_layer.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ import statistics
 import time
 import sys
 
+from harness import bench_layer
 from harness.config.schema import register
+from harness.errors import CaisError
 
 
 def _compose(overrides: list[str]):
@@ -238,9 +242,17 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("os-floor", help="pipe ping-pong between two processes (two cores, then one)")
     lp = sub.add_parser("loop", help="the lock-step loop's own Python cost (engines that answer instantly)")
     lp.add_argument("--windows", type=int, default=20000)
+    bench_layer.add_parser(sub)
     args = ap.parse_args(argv)
     out: dict = {"load_average_before": _load()}
-    if args.what == "os-floor":
+    if args.what == "layer":
+        try:
+            out.update(bench_layer.bench_layer(args.model, args.phase, args.scheme, args.system, args.workload,
+                                               args.extra))
+        except CaisError as e:
+            print(f"cais-bench: error: {e}", file=sys.stderr)
+            sys.exit(2)
+    elif args.what == "os-floor":
         out.update({"two_cores": bench_pipe(), "one_core": bench_pipe(same_core=True)})
     elif args.what == "loop":
         out.update(bench_loop(args.windows))

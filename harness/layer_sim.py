@@ -20,6 +20,7 @@ from harness import schemes
 from harness.errors import ConfigError
 from harness.results import write_csv_atomic
 from harness.schemes.lowering import Target
+from harness.cosim.runner import SimResult
 from harness.system import run_system
 from harness.workload import WORKLOADS as LAYER_WORKLOADS  # noqa: F401  (what simulate dispatches here)
 from harness.workload import build, from_config
@@ -75,6 +76,11 @@ def link_utilisation(stats: pd.DataFrame, cfg: DictConfig, span_ps: float) -> fl
 
 
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    return run_with_result(cfg, out_dir)[0]
+
+
+def run_with_result(cfg: DictConfig, out_dir: Path) -> tuple[pd.DataFrame, SimResult]:
+    """run(), and the co-simulation's SimResult (events, windows: what cais-bench layer reports)."""
     check(cfg)
     spec = schemes.get(str(cfg.scheme.name))
     params = schemes.params_from_config(spec, cfg.scheme)
@@ -108,4 +114,4 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
         if m and value:
             key = f"bytes_{m.group(1).lower()}"
             row[key] = row.get(key, 0) + int(value)
-    return pd.DataFrame([row])
+    return pd.DataFrame([row]), result

@@ -169,4 +169,4 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
         stats, series = coord.collect_stats(end_ps)
     return SimResult(stats=stats, series=series, end_ps=end_ps, windows=windows, windows_skipped=skipped, window_ps=part.window_ps,
                      wall_s=time.perf_counter() - wall0, loop_s=loop_s, loop_cpu_s=loop_cpu_s,
-                     engines=[e.name for e in part.engines])
+                     engines=[e.name for e in part.engines], events=coord.events)

@@ -40,6 +40,8 @@ class SimResult:
     engines: list[str] = field(default_factory=list)
     series: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SERIES_COLUMNS))
     """Time series statistics (per-link wire bytes per bin): one row per (name, bin)."""
+    events: int = 0
+    """Events the engines processed, all processes together (cost, not a result: kept out of stats)."""
 
     def stat(self, name: str) -> float:
         rows = self.stats.loc[self.stats["name"] == name, "value"]
@@ -59,6 +61,7 @@ class Coordinator:
         self.engines = engines
         self.reply_timeout_ms = int(reply_timeout_s * 1000)
         self._slice_s = min(channel.liveness_poll_s, reply_timeout_s)
+        self.events = 0  # engine events, set by collect_stats
 
     # ---------------------------------------------------------------- receiving
     def _check_alive(self, grace_s: float = 0.0) -> None:
@@ -259,9 +262,12 @@ class Coordinator:
             self.send(i, data)
         rows, series = [], []
         replies = self.gather("stats", list(range(len(self.engines))))
+        self.events = 0
         for i in range(len(self.engines)):
             for s in replies[i][0].stats.stats:
                 if s.name.startswith("engine."):
+                    if s.name.endswith(".events"):
+                        self.events += int(s.value)
                     continue  # per-process bookkeeping would break partition invariance
                 rows.append((s.name, s.value, s.unit))
                 bin_ns = s.series_bin_ps / 1e3
