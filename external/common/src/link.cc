@@ -40,7 +40,7 @@ TimePs OutputChannel::take(Sim& sim, Component& sender, PacketHandle h, std::uin
   credits_[vc] -= p.flits;
   const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * flit_bytes_;
   const TimePs ser = serialization_ps(bytes, link_.bw_gbps);
-  stats_.packets += 1;
+  stats_.packets += p.lines;  // a bulk packet stands for its lines
   stats_.flits += p.flits;
   stats_.wire_bytes += bytes;
   stats_.payload_bytes += p.payload_bytes;

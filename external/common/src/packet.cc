@@ -23,6 +23,10 @@ void Packet::to_proto(proto::Packet* out) const {
   out->set_hop_key(hop_key);
   out->set_tail_ps(tail_ps);
   if (!values.empty()) out->mutable_values()->Add(values.begin(), values.end());
+  if (lines > 1) {
+    out->set_lines(lines);
+    out->mutable_more_lines()->Add(more_lines.begin(), more_lines.begin() + (lines - 1));
+  }
 }
 
 void Packet::from_proto(const proto::Packet& in) {
@@ -46,6 +50,9 @@ void Packet::from_proto(const proto::Packet& in) {
   hop_key = in.hop_key();
   tail_ps = in.tail_ps();
   values.assign(in.values().begin(), in.values().end());
+  lines = in.lines() ? in.lines() : 1;
+  more_lines = {};
+  for (int i = 0; i < in.more_lines_size() && i < static_cast<int>(kMaxBulkLines) - 1; ++i) more_lines[i] = in.more_lines(i);
 }
 
 }  // namespace cais

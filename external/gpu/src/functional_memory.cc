@@ -51,6 +51,38 @@ void FunctionalMemory::read_values(std::uint64_t addr, std::uint32_t bytes, std:
   }
 }
 
+void FunctionalMemory::read_lines(const Packet& p, std::uint32_t bytes, std::vector<double>& out) const {
+  if (p.lines == 1) return read_values(p.addr, bytes, out);
+  const std::uint32_t line_bytes = bytes / p.lines;
+  out.clear();
+  for (std::uint32_t i = 0; i < p.lines; ++i) {
+    const std::uint64_t off = p.line_addr(i) & kOffsetMask;
+    const std::uint32_t b = buffer_of(off);
+    const auto& B = wl_.buffers()[b];
+    const std::uint64_t e0 = (off - B.base) / B.elem_bytes;
+    for (std::uint64_t e = e0; e < e0 + line_bytes / B.elem_bytes; ++e) {
+      if (e >= mem_[b].size()) out_of_range(b, "load");
+      out.push_back(mem_[b][e]);
+    }
+  }
+}
+
+void FunctionalMemory::apply_lines(const Packet& p, bool accumulate) {
+  if (p.lines == 1) return apply_store(p.addr, p.values, accumulate);
+  const std::size_t per_line = p.values.size() / p.lines;
+  for (std::uint32_t i = 0; i < p.lines; ++i) {
+    const std::uint64_t off = p.line_addr(i) & kOffsetMask;
+    const std::uint32_t b = buffer_of(off);
+    const auto& B = wl_.buffers()[b];
+    std::uint64_t e = (off - B.base) / B.elem_bytes;
+    auto& m = mem_[b];
+    for (std::size_t k = i * per_line; k < (i + 1) * per_line; ++k, ++e) {
+      if (e >= m.size()) out_of_range(b, "store");
+      m[e] = accumulate ? m[e] + p.values[k] : p.values[k];
+    }
+  }
+}
+
 void FunctionalMemory::fill(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,
                             std::uint64_t stride, double value, bool accumulate) {
   const auto& B = wl_.buffers()[buffer];

@@ -1,6 +1,7 @@
 #include "cais/gpu/hopper_config.h"
 
 #include "cais/errors.h"
+#include "cais/packet.h"
 
 namespace cais::gpu {
 
@@ -34,6 +35,10 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   if (c.max_packet_bytes < 32 || c.max_packet_bytes % 32 != 0 || c.max_packet_bytes > 64 * 32)
     throw ConfigError("gpu.max_packet_bytes", "is " + std::to_string(c.max_packet_bytes) +
                                                   "; allowed: a multiple of the 32 B sector from 32 to 2048");
+  c.bulk_lines = static_cast<std::uint32_t>(p.get_uint("gpu.bulk_lines"));
+  if (c.bulk_lines < 1 || c.bulk_lines > kMaxBulkLines)
+    throw ConfigError("gpu.bulk_lines", "is " + std::to_string(c.bulk_lines) + "; allowed: 1 to " +
+                                            std::to_string(kMaxBulkLines));
   const double skew = p.get_double("gpu.launch_skew_ns");
   if (skew < 0) throw ConfigError("gpu.launch_skew_ns", "must be >= 0");
   c.launch_skew_ps = ns_to_ps(skew);

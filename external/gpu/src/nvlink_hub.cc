@@ -76,7 +76,7 @@ void NvlinkHub::serve(PacketHandle h) {
     case proto::PKT_WRITE: {
       ctx_.mem->remote_write(now, p.payload_bytes);
       if (p.tag & kFlagTag) ctx_.flags->add(p.addr & kOffsetMask, static_cast<std::int64_t>(p.count));
-      else if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, false);
+      else if (ctx_.functional) ctx_.fmem->apply_lines(p, false);
       ctx_.schedule(now + l2_lat, kRespond, h);
       return;
     }
@@ -85,7 +85,7 @@ void NvlinkHub::serve(PacketHandle h) {
       if (op == DmaOp::kMulticastStore || op == DmaOp::kMulticastReduce)
         throw InvariantError(ctx_.name() + ": a multicast DMA push reached a GPU unreplicated (net.features needs nvls)");
       ctx_.mem->remote_write(now, p.payload_bytes);
-      if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, op == DmaOp::kReduceCopy);
+      if (ctx_.functional) ctx_.fmem->apply_lines(p, op == DmaOp::kReduceCopy);
       const bool copy = p.origin >= sim.num_gpus();
       if (copy && !ctx_.ports->member_acks()) {  // the switch acked the issuer already
         sim.packets().release(h);
@@ -96,7 +96,7 @@ void NvlinkHub::serve(PacketHandle h) {
     }
     default: {  // CAIS_RED (merged sum), MM_ST / MM_RED (multicast copies)
       ctx_.mem->remote_write(now, p.payload_bytes);
-      if (ctx_.functional) ctx_.fmem->apply_store(p.addr, p.values, p.type != proto::PKT_MM_ST);
+      if (ctx_.functional) ctx_.fmem->apply_lines(p, p.type != proto::PKT_MM_ST);
       if (p.type == proto::PKT_CAIS_RED) ctx_.arrivals->landed(p);
       if (ctx_.ports->member_acks() && (p.type == proto::PKT_MM_ST || p.type == proto::PKT_MM_RED)) {
         ctx_.schedule(now + l2_lat, kRespond, h);  // MM_ACK to the issuer (NVLS member acks)
@@ -122,6 +122,7 @@ void NvlinkHub::on_respond(PacketHandle h) {
   q.aux = req.aux;
   q.count = req.count;
   q.inject_ps = req.inject_ps;
+  q.copy_lines(req);  // an answer to a bulk request answers each of its lines
   switch (req.type) {
     case proto::PKT_READ_REQ: q.type = proto::PKT_READ_RESP; q.payload_bytes = req.aux; break;
     case proto::PKT_CAIS_LD_REQ: q.type = proto::PKT_CAIS_LD_RESP; q.payload_bytes = req.count; break;
@@ -136,8 +137,8 @@ void NvlinkHub::on_respond(PacketHandle h) {
       break;
     default: throw InvariantError("respond: not a request");
   }
-  if (ctx_.functional && q.payload_bytes) ctx_.fmem->read_values(req.addr, q.payload_bytes, q.values);
-  q.flits = ctx_.ports->flits(q.payload_bytes);
+  if (ctx_.functional && q.payload_bytes) ctx_.fmem->read_lines(req, q.payload_bytes, q.values);
+  q.flits = ctx_.ports->flits(q.payload_bytes, q.lines);
   sim.packets().release(h);
   ctx_.ports->enqueue(r, req.hop_port, kResp);
 }

@@ -37,6 +37,9 @@ bool NvlinkPorts::init() {
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
+  min_vc_flits_ = ~0u;
+  for (const auto& o : out_)
+    if (o.connected()) min_vc_flits_ = std::min(min_vc_flits_, o.credits(0));
   next_vc_.assign(out_.size(), {0, 0, 0});
   return true;
 }
@@ -69,7 +72,7 @@ void NvlinkPorts::pump(std::uint32_t port) {
     const auto type = p.type;
     const std::uint64_t tag = p.tag;
     tx_bytes_[type] += p.payload_bytes;
-    ++tx_packets_[type];
+    tx_packets_[type] += p.lines;
     const TimePs free_at = ch.transmit(sim, ctx_.self, h, vc);
     ctx_.schedule(free_at, kPortFree, 0, port);
     // Posted requests (red.cais) are complete once on the wire.
@@ -96,7 +99,7 @@ void NvlinkPorts::receive(PacketHandle h) {
   in_[port].pop(sim, ctx_.self, sim.packets()[h].vc);  // the hub sinks packets at line rate
   const Packet& q = sim.packets()[h];
   rx_bytes_[q.type] += q.payload_bytes;
-  ++rx_packets_[q.type];
+  rx_packets_[q.type] += q.lines;
 }
 
 void NvlinkPorts::check_drained() const {

@@ -36,18 +36,23 @@ RedArrivals::RedArrivals(GpuContext& ctx) : ctx_(ctx) {
 
 void RedArrivals::landed(const Packet& p) {
   if (counted_.empty()) return;
-  const std::uint64_t off = p.addr & kOffsetMask;
+  const std::uint32_t line_bytes = p.payload_bytes / p.lines;
+  for (std::uint32_t i = 0; i < p.lines; ++i) landed_line(p.line_addr(i), line_bytes, p.count);
+}
+
+void RedArrivals::landed_line(std::uint64_t addr, std::uint32_t payload_bytes, std::uint32_t packet_count) {
+  const std::uint64_t off = addr & kOffsetMask;
   const auto it = std::find_if(counted_.begin(), counted_.end(),
                                [off](const Counted& c) { return off >= c.base && off < c.end; });
   if (it == counted_.end()) return;
   const std::uint64_t region = (off - it->base) / it->region_bytes;
-  if ((off + p.payload_bytes - 1 - it->base) / it->region_bytes != region)
+  if ((off + payload_bytes - 1 - it->base) / it->region_bytes != region)
     throw InvariantError(ctx_.name() + ": CAIS_RED at offset " + std::to_string(off - it->base) + " (" +
-                         std::to_string(p.payload_bytes) + " B) straddles two arrival regions");
-  const std::uint32_t count = std::max<std::uint32_t>(1, p.count);
+                         std::to_string(payload_bytes) + " B) straddles two arrival regions");
+  const std::uint32_t count = std::max<std::uint32_t>(1, packet_count);
   ++packets_;
   contributions_ += count;
-  ctx_.flags->add(it->flag_base + 8 * region, static_cast<std::int64_t>(count) * p.payload_bytes);
+  ctx_.flags->add(it->flag_base + 8 * region, static_cast<std::int64_t>(count) * payload_bytes);
 }
 
 }  // namespace cais::gpu

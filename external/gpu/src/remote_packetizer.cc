@@ -137,10 +137,58 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     std::uint64_t addr = 0;
     std::uint32_t bytes = 0;
     next_packet(op, q, addr, bytes);
-    ++op.pending;
     if (!posted) ++q.outstanding;
-    emit(op, oi, addr, bytes);
+    if (op.flag || bulk_lines(qi) == 1) {
+      ++op.pending;
+      emit(op, oi, &addr, 1, bytes);
+      continue;
+    }
+    add_line(qi, oi, addr, bytes);
+    if (op.all_issued) send_all_bulk(qi, oi);
   }
+}
+
+std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
+  const bool dma = qi == ctx_.cfg.num_sms;
+  std::uint32_t& n = bulk_cap_[dma ? 1 : 0];
+  if (n) return n;
+  n = ctx_.cfg.bulk_lines;
+  if (n > 1) {
+    NvlinkPorts& ports = *ctx_.ports;
+    planes_ = ports.num_ports();
+    const std::uint32_t limit = dma ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
+    // Lines held back (at most planes x (N-1)) must leave one request in flight to pump again.
+    n = std::min(n, (limit - 1) / std::max<std::uint32_t>(1, planes_) + 1);
+    n = std::min(n, std::max<std::uint32_t>(1, ports.min_vc_flits() / ports.flits(ctx_.cfg.max_packet_bytes)));
+    bulk_.resize(static_cast<std::size_t>(queues_.size()) * planes_);
+  }
+  return n;
+}
+
+// A new bulk packet counts as pending for its op from its first line, so that the op cannot
+// complete while lines of it wait here.
+void RemotePacketizer::add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes) {
+  const std::uint32_t plane = ctx_.ports->plane(addr);
+  Bulk& b = bulk_[static_cast<std::size_t>(qi) * planes_ + plane];
+  if (b.lines && b.line_bytes != bytes) send_bulk(qi, plane, oi);
+  if (b.lines == 0) {
+    ++ops_[oi].pending;
+    b.line_bytes = bytes;
+  }
+  b.addr[b.lines++] = addr;
+  if (b.lines == bulk_lines(qi)) send_bulk(qi, plane, oi);
+}
+
+void RemotePacketizer::send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi) {
+  Bulk& b = bulk_[static_cast<std::size_t>(qi) * planes_ + plane];
+  const std::uint32_t lines = b.lines;
+  b.lines = 0;
+  emit(ops_[oi], oi, b.addr.data(), lines, b.line_bytes);
+}
+
+void RemotePacketizer::send_all_bulk(std::uint32_t qi, std::uint32_t oi) {
+  for (std::uint32_t plane = 0; plane < planes_; ++plane)
+    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) send_bulk(qi, plane, oi);
 }
 
 // The 32 B sectors touched in one max_packet_bytes line, across consecutive rows while they
@@ -168,15 +216,21 @@ void RemotePacketizer::next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& a
   bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
 }
 
-void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes) {
+// One packet of `lines` lines of `line_bytes` each at addrs[0..lines) (lines > 1: bulk).
+void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines,
+                            std::uint32_t line_bytes) {
   Sim& sim = ctx_.sim;
   const PacketHandle h = sim.new_packet(ctx_.self);
   Packet& p = sim.packets()[h];
+  const std::uint64_t addr = addrs[0];
+  const std::uint32_t bytes = line_bytes * lines;
   p.type = op.type;
   p.src = ctx_.node;
   p.origin = ctx_.node;
   p.dst = op.peer;
   p.addr = op.flag ? op.addr : addr;  // a flag is an 8 B word: keep its exact address, not its sector's
+  p.lines = lines;
+  for (std::uint32_t i = 1; i < lines; ++i) p.more_lines[i - 1] = addrs[i];
   p.group = op.group;
   // tag: op index (low 32 bits) | packet sequence (bits 32..61; unique per request in flight,
   // as switches key multicast completions by (src, tag)) | flag-write bit 62.
@@ -202,9 +256,15 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
     case proto::PKT_DMA: {  // the copy engine reads its source (L2/HBM) and writes it out
       p.payload_bytes = bytes;
       cls = kPost;
-      const std::uint64_t src = op.local_off + (addr - op.addr);
       ctx_.mem->remote_read(sim.now(), bytes);
-      if (ctx_.functional && !op.reg) ctx_.fmem->read_values(unicast_addr(ctx_.rank, src), bytes, p.values);
+      if (ctx_.functional && !op.reg) {
+        p.values.clear();
+        for (std::uint32_t i = 0; i < lines; ++i) {
+          const std::uint64_t src = op.local_off + (p.line_addr(i) - op.addr);
+          ctx_.fmem->read_values(unicast_addr(ctx_.rank, src), line_bytes, elem_scratch_);
+          p.values.insert(p.values.end(), elem_scratch_.begin(), elem_scratch_.end());
+        }
+      }
       break;
     }
     default:  // CAIS_RED: one contribution
@@ -214,7 +274,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
       break;
   }
   if (ctx_.functional && op.reg) {
-    packet_elements(op, p.addr, bytes, elems_);  // also checks a load's request covers only the tile
+    packet_elements(op, p, bytes, elems_);  // also checks a load's request covers only the tile
     if (!loads_register(op.op)) {
       p.values.clear();
       for (std::uint32_t e : elems_) p.values.push_back(op.data[e]);
@@ -223,7 +283,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, 
     p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
   }
   NvlinkPorts& ports = *ctx_.ports;
-  p.flits = ports.flits(p.payload_bytes);
+  p.flits = ports.flits(p.payload_bytes, lines);
   ports.enqueue(h, ports.plane(p.addr), cls);
 }
 
@@ -239,14 +299,18 @@ void RemotePacketizer::on_response(PacketHandle h) {
   if (op.op == isa::DMA_COPY || op.op == isa::DMA_REDUCE) {  // pulled data lands in local memory
     ctx_.mem->remote_write(sim.now(), p.payload_bytes);
     if (ctx_.functional) {
-      const std::uint64_t dst = op.local_off + (p.addr - op.addr);
-      ctx_.fmem->apply_store(unicast_addr(ctx_.rank, dst), p.values, op.op == isa::DMA_REDUCE);
+      const std::size_t per_line = p.values.size() / p.lines;
+      for (std::uint32_t i = 0; i < p.lines; ++i) {
+        const std::uint64_t dst = op.local_off + (p.line_addr(i) - op.addr);
+        elem_scratch_.assign(p.values.begin() + i * per_line, p.values.begin() + (i + 1) * per_line);
+        ctx_.fmem->apply_store(unicast_addr(ctx_.rank, dst), elem_scratch_, op.op == isa::DMA_REDUCE);
+      }
     }
   } else if (ctx_.functional) {
     ctx_.fmem->add_loaded(p.values);
     if (op.reg) place_response(op, p);
   }
-  --queues_[op.queue].outstanding;
+  queues_[op.queue].outstanding -= p.lines;
   const std::uint32_t q = op.queue;
   sim.packets().release(h);
   packet_done(oi);
@@ -283,19 +347,23 @@ void RemotePacketizer::bind_register(RemoteOp& op, const Tb& tb) {
   }
 }
 
-void RemotePacketizer::packet_elements(const RemoteOp& op, std::uint64_t addr, std::uint32_t bytes,
+void RemotePacketizer::packet_elements(const RemoteOp& op, const Packet& p, std::uint32_t bytes,
                                        std::vector<std::uint32_t>& out) const {
   out.clear();
-  for (std::uint64_t a = addr; a < addr + bytes; a += op.elem_bytes) {
-    const std::uint64_t rel = a - op.addr, row = rel / op.row_stride, col = rel % op.row_stride;
-    if (a < op.addr || row >= op.rows || col >= op.row_bytes) {
-      const Tb& tb = ctx_.sched->tb(op.tb);
-      throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
-                           std::to_string(op.pc) + ": a packet of a register tile would carry bytes outside the " +
-                           "tile (rows with gaps between them within one " + std::to_string(ctx_.cfg.max_packet_bytes) +
-                           " B packet line)");
+  const std::uint32_t line_bytes = bytes / p.lines;
+  for (std::uint32_t i = 0; i < p.lines; ++i) {
+    const std::uint64_t addr = p.line_addr(i);
+    for (std::uint64_t a = addr; a < addr + line_bytes; a += op.elem_bytes) {
+      const std::uint64_t rel = a - op.addr, row = rel / op.row_stride, col = rel % op.row_stride;
+      if (a < op.addr || row >= op.rows || col >= op.row_bytes) {
+        const Tb& tb = ctx_.sched->tb(op.tb);
+        throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+                             std::to_string(op.pc) + ": a packet of a register tile would carry bytes outside the " +
+                             "tile (rows with gaps between them within one " +
+                             std::to_string(ctx_.cfg.max_packet_bytes) + " B packet line)");
+      }
+      out.push_back(static_cast<std::uint32_t>((row * op.row_bytes + col) / op.elem_bytes));
     }
-    out.push_back(static_cast<std::uint32_t>((row * op.row_bytes + col) / op.elem_bytes));
   }
 }
 
@@ -304,7 +372,7 @@ void RemotePacketizer::place_response(const RemoteOp& op, const Packet& p) {
     throw InvariantError(ctx_.name() + ": " + proto::PacketType_Name(p.type) + " for a register load carries " +
                          std::to_string(p.values.size()) + " values for " + std::to_string(p.payload_bytes) +
                          " B (functional workloads need net.functional=true)");
-  packet_elements(op, p.addr, p.payload_bytes, elems_);
+  packet_elements(op, p, p.payload_bytes, elems_);
   std::vector<double>& reg = ctx_.regs->values(op.tb, op.reg);
   for (std::size_t i = 0; i < elems_.size(); ++i) reg[elems_[i]] = p.values[i];
 }

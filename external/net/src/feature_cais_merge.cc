@@ -178,7 +178,8 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
   if (idx >= 0) {
     Entry& e = entries_[idx];
     Table& t = tables_[e.table];
-    ++t.st.hits;
+    check_lines(ctx, e, p);
+    t.st.hits += e.lines;
     ++e.count;
     ++e.packets;
     e.last_req_ps = e.last_access_ps = now;
@@ -193,21 +194,22 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
     answer(ctx, e, w);
     t.st.bytes_saved += e.payload_bytes;
     if (e.distinct >= e.expected) {
-      ++t.st.completions;
+      t.st.completions += e.lines;
       release(ctx, idx);
     }
     return Verdict::kConsumed;
   }
   const std::uint32_t tbl = table_of(ctx.port_toward(p.dst));
-  ++tables_[tbl].st.misses;
-  idx = allocate(ctx, tbl, p.addr, Kind::kLoad, p.count);
+  tables_[tbl].st.misses += p.lines;
+  idx = allocate(ctx, tbl, p.addr, Kind::kLoad, p.count, p.lines);
   if (idx < 0) {
-    ++tables_[tbl].st.bypasses;
+    tables_[tbl].st.bypasses += ctx.packet(h).lines;
     forward(ctx, in_port, h);
     return Verdict::kConsumed;
   }
   Packet& q = ctx.packet(h);  // eviction may have created packets: re-fetch
   Entry& e = entries_[idx];
+  e.more_lines = q.more_lines;
   e.state = State::kLoadWait;
   e.home = q.dst;
   e.expected = N;
@@ -250,10 +252,10 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_resp(SwitchContext& ctx, std::uint
   }
   e.waiters.clear();
   if (e.distinct >= e.expected) {
-    ++t.st.completions;
+    t.st.completions += e.lines;
     release(ctx, idx);
   } else if (e.evict_on_fill) {
-    ++t.st.evictions;
+    t.st.evictions += e.lines;
     release(ctx, idx);
   } else {
     arm_timer(ctx, idx);
@@ -275,6 +277,8 @@ void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) 
   q.origin = node_;
   q.payload_bytes = e.payload_bytes;
   q.flits = e.data_flits;  // as the owner sized the line
+  q.lines = e.lines;
+  q.more_lines = e.more_lines;
   if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
   ctx.inject(r, w.in_port, cfg_.lookup_delay_ps);
 }
@@ -292,7 +296,8 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   if (idx >= 0) {
     Entry& e = entries_[idx];
     Table& t = tables_[e.table];
-    ++t.st.hits;
+    check_lines(ctx, e, p);
+    t.st.hits += e.lines;
     if (ctx.functional()) {
       if (p.values.size() != e.values.size())
         throw InvariantError(ctx.name() + ": CAIS_RED to addr " + std::to_string(p.addr) + " carries " +
@@ -314,15 +319,16 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     return Verdict::kConsumed;
   }
   const std::uint32_t tbl = table_of(ctx.port_toward(p.dst));
-  ++tables_[tbl].st.misses;
-  idx = allocate(ctx, tbl, p.addr, Kind::kReduction, p.payload_bytes);
+  tables_[tbl].st.misses += p.lines;
+  idx = allocate(ctx, tbl, p.addr, Kind::kReduction, p.payload_bytes, p.lines);
   if (idx < 0) {
-    ++tables_[tbl].st.bypasses;
+    tables_[tbl].st.bypasses += ctx.packet(h).lines;
     forward(ctx, in_port, h);
     return Verdict::kConsumed;
   }
   Packet& q = ctx.packet(h);  // eviction may have created packets: re-fetch
   Entry& e = entries_[idx];
+  e.more_lines = q.more_lines;
   e.state = State::kReduction;
   e.home = q.dst;
   e.expected = N;
@@ -362,10 +368,12 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
   q.origin = node_;
   q.payload_bytes = e.payload_bytes;
   q.flits = e.data_flits;  // as the first contributor sized it
+  q.lines = e.lines;
+  q.more_lines = e.more_lines;
   if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
-  ++t.st.merged_writes;
-  if (complete) ++t.st.completions;
-  else ++t.st.partial_flushes;
+  t.st.merged_writes += e.lines;
+  if (complete) t.st.completions += e.lines;
+  else t.st.partial_flushes += e.lines;
   t.st.bytes_saved += static_cast<std::uint64_t>(e.packets - 1) * e.payload_bytes;
   ctx.inject(r, e.first_in_port, cfg_.lookup_delay_ps);
 }
@@ -381,19 +389,29 @@ std::int32_t CaisMergeUnit::find(std::uint64_t addr, Kind k) const {
   }
 }
 
+void CaisMergeUnit::check_lines(SwitchContext& ctx, const Entry& e, const Packet& p) const {
+  bool same = e.lines == p.lines;
+  for (std::uint32_t i = 0; same && i + 1 < e.lines; ++i) same = e.more_lines[i] == p.more_lines[i];
+  if (!same)
+    throw InvariantError(ctx.name() + ": a CAIS request for addr " + std::to_string(p.addr) + " carries " +
+                         std::to_string(p.lines) + " lines that differ from its merge entry's " +
+                         std::to_string(e.lines) + " (GPUs grouped one tile's lines differently; gpu.bulk_lines=1 " +
+                         "sends single lines)");
+}
+
 std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std::uint64_t addr, Kind k,
-                                     std::uint32_t bytes) {
+                                     std::uint32_t bytes, std::uint32_t lines) {
   Table& t = tables_[tbl];
-  if (!cfg_.unlimited && bytes > cfg_.table_bytes) return -1;  // can never fit
+  if (!cfg_.unlimited && (bytes > cfg_.table_bytes || lines > cfg_.table_entries)) return -1;  // can never fit
   while (!cfg_.unlimited &&
-         (t.st.live_entries >= cfg_.table_entries || t.st.live_bytes + bytes > cfg_.table_bytes)) {
+         (t.st.live_entries + lines > cfg_.table_entries || t.st.live_bytes + bytes > cfg_.table_bytes)) {
     const std::int32_t victim = t.head;  // least recently used
     Entry& v = entries_[victim];
     if (v.state == State::kLoadWait) {
       // Not evictable before its data arrives: evict it on fill; this request bypasses.
       if (!v.evict_on_fill) {
         v.evict_on_fill = true;
-        ++t.st.deferred_evictions;
+        t.st.deferred_evictions += v.lines;
       }
       return -1;
     }
@@ -406,6 +424,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   e.evict_on_fill = false;
   e.table = tbl;
   e.addr = addr;
+  e.lines = lines;
   e.line_bytes = bytes;
   e.data_src = 0;
   e.waiters.clear();
@@ -418,7 +437,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   if (t.tail >= 0) entries_[t.tail].next = idx;
   else t.head = idx;
   t.tail = idx;
-  ++t.st.live_entries;
+  t.st.live_entries += lines;
   t.st.live_bytes += bytes;
   t.st.high_water_entries = std::max(t.st.high_water_entries, t.st.live_entries);
   t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
@@ -430,8 +449,8 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
 void CaisMergeUnit::evict(SwitchContext& ctx, std::int32_t idx, bool timeout) {
   Entry& e = entries_[idx];
   Table& t = tables_[e.table];
-  if (timeout) ++t.st.timeouts;
-  else ++t.st.evictions;
+  if (timeout) t.st.timeouts += e.lines;
+  else t.st.evictions += e.lines;
   if (e.state == State::kReduction) flush_reduction(ctx, idx, false);
   release(ctx, idx);
 }
@@ -439,11 +458,11 @@ void CaisMergeUnit::evict(SwitchContext& ctx, std::int32_t idx, bool timeout) {
 void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
   Entry& e = entries_[idx];
   Table& t = tables_[e.table];
-  t.st.add_wait(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
+  for (std::uint32_t i = 0; i < e.lines; ++i) t.st.add_wait(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
   leave_all(ctx, e);
   unlink(idx);
   cam_erase(e.addr, static_cast<std::uint32_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad));
-  --t.st.live_entries;
+  t.st.live_entries -= e.lines;
   t.st.live_bytes -= e.line_bytes;
   e.state = State::kFree;
   ++e.gen;  // pending timers of this slot become stale
@@ -505,7 +524,7 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::u
   if (!cfg_.throttle) return;
   e.members.push_back(gpu);
   Ahead& a = ahead_[PairKey{e.group, gpu}];
-  ++a.n;
+  a.n += e.lines;
   // Throttle (again, if an earlier hold has run out) while the GPU is too far ahead.
   if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
     a.throttled = true;
@@ -517,10 +536,10 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::u
 void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
   for (const std::uint32_t gpu : e.members) {
     auto it = ahead_.find(PairKey{e.group, gpu});
-    if (it == ahead_.end() || it->second.n == 0)
+    if (it == ahead_.end() || it->second.n < e.lines)
       throw InvariantError(ctx.name() + ": merge unit throttle count underflow");
     Ahead& a = it->second;
-    --a.n;
+    a.n -= e.lines;
     if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
       a.throttled = false;
       // Lift a hold that is still running; one that ran out needs no message.

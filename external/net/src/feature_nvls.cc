@@ -43,12 +43,12 @@ SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t /*in_p
       const DmaOp op = dma_op(p.aux);
       const std::uint32_t n = dma_group_size(p.aux);
       if (op == DmaOp::kMulticastStore) {
-        ++dma_multicasts_;
+        dma_multicasts_ += p.lines;
         multicast(ctx, h, n, dma_aux(DmaOp::kStoreCopy, n));
         return Verdict::kConsumed;
       }
       if (op == DmaOp::kMulticastReduce) {
-        ++dma_multicasts_;
+        dma_multicasts_ += p.lines;
         multicast(ctx, h, n, dma_aux(DmaOp::kReduceCopy, n));
         return Verdict::kConsumed;
       }
@@ -87,20 +87,21 @@ void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_siz
     q.origin = node_;
     q.payload_bytes = orig.payload_bytes;
     q.flits = orig.flits;
+    q.copy_lines(orig);
     if (ctx.functional()) q.values = orig.values;
     ctx.inject_at_output(c, cfg_.multicast_delay_ps);
   }
-  ++multicasts_;
-  copies_ += group_size;
+  multicasts_ += orig.lines;
+  copies_ += static_cast<std::uint64_t>(group_size) * orig.lines;
   if (cfg_.member_acks) {
-    acks_[key] = AckWait{group_size, group_size, orig.inject_ps};
+    acks_[key] = AckWait{group_size, group_size, orig.lines, orig.inject_ps};
   } else {
-    send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.inject_ps, cfg_.multicast_delay_ps);
+    send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.lines, orig.inject_ps, cfg_.multicast_delay_ps);
   }
 }
 
 void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
-                    std::uint32_t members, TimePs inject_ps, TimePs delay_ps) {
+                    std::uint32_t members, std::uint32_t lines, TimePs inject_ps, TimePs delay_ps) {
   const PacketHandle r = ctx.new_packet();
   Packet& q = ctx.packet(r);
   q.type = proto::PKT_MM_ACK;
@@ -112,8 +113,9 @@ void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr
   q.inject_ps = inject_ps;
   q.origin = node_;
   q.payload_bytes = 0;
-  q.flits = cfg_.shape.flits(0);
-  ++acks_sent_;
+  q.lines = lines;  // one ack per line on the wire (the GPU counts its lines back)
+  q.flits = lines * cfg_.shape.flits(0);
+  acks_sent_ += lines;
   ctx.inject_at_output(r, delay_ps);
 }
 
@@ -129,7 +131,7 @@ SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
   if (--w.remaining > 0) return Verdict::kConsumed;
   const AckWait done = w;
   acks_.erase(it);
-  send_ack(ctx, issuer, addr, tag, done.members, done.inject_ps, 0);
+  send_ack(ctx, issuer, addr, tag, done.members, done.lines, done.inject_ps, 0);
   return Verdict::kConsumed;
 }
 
@@ -150,6 +152,8 @@ void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
   w.addr = orig.addr;
   w.tag = orig.tag;
   w.inject_ps = orig.inject_ps;
+  w.lines = orig.lines;
+  w.more_lines = orig.more_lines;
   for (std::uint32_t m = base; m < base + orig.aux; ++m) {
     const PacketHandle c = ctx.new_packet();
     Packet& q = ctx.packet(c);
@@ -165,10 +169,11 @@ void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
     q.origin = node_;
     q.payload_bytes = 0;
     q.flits = orig.flits;  // a read request as the requester sized its own
+    q.copy_lines(orig);
     ctx.inject_at_output(c, cfg_.multicast_delay_ps);
-    ++reads_sent_;
+    reads_sent_ += orig.lines;
   }
-  ++ld_reduces_;
+  ld_reduces_ += orig.lines;
 }
 
 SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
@@ -204,6 +209,8 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
   q.origin = node_;
   q.payload_bytes = w.payload_bytes;
   q.flits = w.resp_flits;  // as the members sized their responses
+  q.lines = w.lines;
+  q.more_lines = w.more_lines;
   if (ctx.functional()) q.values.swap(w.sum);
   reads_.erase(it);
   ctx.inject_at_output(r, cfg_.reduce_delay_ps);

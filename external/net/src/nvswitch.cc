@@ -81,7 +81,7 @@ void NvSwitch::inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) {
   if (in_port >= num_ports()) throw InvariantError(NodeComponent::name() + ": inject on unknown port");
   Packet& p = sim_.packets()[h];
   if (p.flits == 0) p.flits = flits_for(p.payload_bytes, params_.flit_bytes, params_.header_flits);
-  ++injected_;
+  injected_ += p.lines;
   schedule(sim_.now() + delay_ps, kInject, h, in_port);
 }
 
@@ -95,8 +95,8 @@ void NvSwitch::inject_at_output(PacketHandle h, TimePs delay_ps) {
        << " injected at an output";
     throw InvariantError(os.str());
   }
-  ++injected_;
-  ++injected_at_outputs_;
+  injected_ += p.lines;
+  injected_at_outputs_ += p.lines;
   schedule(sim_.now() + delay_ps, kInject, h, replication_input(out));
 }
 
@@ -189,7 +189,7 @@ void NvSwitch::on_arrival(PacketHandle h) {
   const std::uint32_t port = p.hop_port;
   if (p.type == proto::PKT_CREDIT) return on_credit(port, h);
   if (port >= num_ports()) throw InvariantError(NodeComponent::name() + ": packet on unknown port");
-  const std::uint32_t vc = p.vc, flits = p.flits;
+  const std::uint32_t vc = p.vc, flits = p.flits, lines = p.lines;
   in_[port].check_fits(p);
   if (watched_) {
     std::ostringstream os;
@@ -200,7 +200,7 @@ void NvSwitch::on_arrival(PacketHandle h) {
   // Features first (NVLS, merge unit, sync): a consumed packet leaves the VC buffer at once.
   for (auto& f : features_) {
     if (f->on_arrival(*this, port, h) == SwitchFeature::Verdict::kConsumed) {
-      ++consumed_;
+      consumed_ += lines;
       in_[port].return_credits(sim_, *this, vc, flits, sim_.now());
       return;
     }
@@ -361,6 +361,7 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   TimePs earliest = e.ready_ps + params_.xbar_ps;
   if (now > e.tail_ps) earliest = std::max(earliest, now);
   earliest = std::max(earliest, swa_.input_busy_until(in));
+  const std::uint32_t lines = sim_.packets()[e.h].lines;
   const TimePs tail = out_[out].send(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), earliest, e.tail_ps);
   vca_.release(out, static_cast<std::uint32_t>(e.out_vc));
   // With an output queue the input is free once the packet has crossed at its own rate.
@@ -372,7 +373,7 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   in_free = std::min(in_free, tail);
   swa_.commit(in, out, in_free);
   schedule(in_free, kPortFree, out, in);
-  ++forwarded_;
+  forwarded_ += lines;
   if (watched_) {
     const Packet& p = sim_.packets()[e.h];
     std::ostringstream os;

@@ -129,9 +129,10 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   const InputEntry e = in_[g.in].pop(sim_, *this, g.vc, t);
   flit_ready_[g.in] &= ~(1ull << g.vc);
   const TimePs tail = t + params_.xbar_ps + out_flit_ps_[g.out];
+  const std::uint32_t lines = sim_.packets()[e.h].lines;
   out_[g.out].deliver_tail(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), tail);
   vca_.release(g.out, static_cast<std::uint32_t>(e.out_vc));
-  ++forwarded_;
+  forwarded_ += lines;
   residence_ns_.add(static_cast<double>(tail - std::min(tail, e.tail_ps)) / 1000.0);
   wake_vc_waiters(g.out);
   head_changed(g.in, g.vc);

@@ -35,7 +35,7 @@ TimePs OutputUnit::send(Sim& sim, Component& self, PacketHandle h, std::uint32_t
   const auto t = static_cast<std::size_t>(p.type) % kPacketTypes;
   if (!type_registered_[t]) register_type(p.type);
   type_bytes_[t] += p.payload_bytes;
-  ++type_packets_[t];
+  type_packets_[t] += p.lines;
   const std::uint64_t bytes = static_cast<std::uint64_t>(p.flits) * ch_.flit_bytes();
   const TimePs tail = ch_.transmit(sim, self, h, vc, earliest_start, min_tail);
   const TimePs ser = serialization_ps(bytes, ch_.link().bw_gbps);
@@ -48,7 +48,7 @@ void OutputUnit::deliver_tail(Sim& sim, Component& self, PacketHandle h, std::ui
   const auto t = static_cast<std::size_t>(p.type) % kPacketTypes;
   if (!type_registered_[t]) register_type(p.type);
   type_bytes_[t] += p.payload_bytes;
-  ++type_packets_[t];
+  type_packets_[t] += p.lines;
   const TimePs ser = serialization_ps(static_cast<std::uint64_t>(p.flits) * ch_.flit_bytes(), ch_.link().bw_gbps);
   ch_.deliver_tail(sim, self, h, vc, tail_ps);
   add_busy(tail_ps > ser ? tail_ps - ser : 0, tail_ps);  // the flits' share, placed before the tail

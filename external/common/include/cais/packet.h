@@ -1,5 +1,6 @@
 // In-memory packet, pooled. Mirrors proto Packet; converted only at process boundaries.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -12,6 +13,8 @@ namespace cais {
 using PacketType = proto::PacketType;
 using PacketHandle = std::uint32_t;
 inline constexpr PacketHandle kNoPacket = 0xffffffffu;
+// Most lines one bulk packet carries (gpu.bulk_lines).
+inline constexpr std::uint32_t kMaxBulkLines = 16;
 
 struct Packet {
   std::uint64_t id = 0;        // (creator component << 40) | creator sequence
@@ -33,7 +36,20 @@ struct Packet {
   std::uint32_t count = 0;
   std::uint32_t aux = 0;
   TimePs tail_ps = 0;  // announced at its head: when its tail arrives (0: announced at the tail)
-  std::vector<double> values;  // functional mode only; capacity is kept across reuse
+  // Bulk packet (gpu.bulk_lines): `lines` lines of equal size, line 0 at `addr`, line i at
+  // more_lines[i-1]; sizes (payload_bytes, a request's bytes in aux/count) are the total.
+  // It stands for `lines` separate packets: their header flits are in `flits`, statistics
+  // count it as `lines` packets, and every packet made in answer to it carries the same lines.
+  std::uint32_t lines = 1;
+  std::array<std::uint64_t, kMaxBulkLines - 1> more_lines{};
+  std::vector<double> values;  // functional mode only (line after line); capacity is kept across reuse
+
+  std::uint64_t line_addr(std::uint32_t i) const { return i ? more_lines[i - 1] : addr; }
+  // The line set of `o` (an answer, a copy or a forwarded part of a bulk packet).
+  void copy_lines(const Packet& o) {
+    lines = o.lines;
+    more_lines = o.more_lines;
+  }
 
   void to_proto(proto::Packet* out) const;
   void from_proto(const proto::Packet& in);
@@ -78,6 +94,12 @@ class PacketPool {
 inline std::uint32_t flits_for(std::uint32_t payload_bytes, std::uint32_t flit_bytes,
                                std::uint32_t header_flits) {
   return header_flits + (payload_bytes + flit_bytes - 1) / flit_bytes;
+}
+
+// Flits of `lines` separate packets of payload_bytes / lines each (a bulk packet's wire size).
+inline std::uint32_t flits_for_lines(std::uint32_t payload_bytes, std::uint32_t lines, std::uint32_t flit_bytes,
+                                     std::uint32_t header_flits) {
+  return lines * flits_for(payload_bytes / lines, flit_bytes, header_flits);
 }
 
 }  // namespace cais

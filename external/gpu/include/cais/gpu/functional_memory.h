@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cais/gpu/workload.h"
+#include "cais/packet.h"
 
 namespace cais::gpu {
 
@@ -16,6 +17,10 @@ class FunctionalMemory {
   void apply_store(std::uint64_t addr, const std::vector<double>& values, bool accumulate);
   // The values of `bytes` at `addr`.
   void read_values(std::uint64_t addr, std::uint32_t bytes, std::vector<double>& out) const;
+  // The same for every line of packet `p` (bulk packets: `bytes` / p.lines at each line
+  // address), values line after line; apply_lines stores p.values so.
+  void read_lines(const Packet& p, std::uint32_t bytes, std::vector<double>& out) const;
+  void apply_lines(const Packet& p, bool accumulate);
   // A tile of `rows` x `row_bytes` at `off` (row stride `stride`, 0 = contiguous) set to (or
   // increased by) `value`.
   void fill(std::uint32_t buffer, std::uint64_t off, std::uint32_t rows, std::uint32_t row_bytes,

@@ -24,6 +24,7 @@ struct HopperConfig {
   TimePs hbm_latency_ps = 0;
   std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
   std::uint32_t max_packet_bytes = 0;
+  std::uint32_t bulk_lines = 1;  // lines per bulk packet (cais/packet.h)
   TimePs launch_skew_ps = 0;
   double block_jitter_frac = 0;
   TimePs tb_overhead_ps = 0;

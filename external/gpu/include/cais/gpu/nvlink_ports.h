@@ -25,7 +25,14 @@ class NvlinkPorts {
   std::uint32_t plane(std::uint64_t addr) const { return planes_.plane(addr); }
   std::uint32_t plane_for_key(std::uint32_t key) const { return planes_.plane_for_key(key); }
   std::uint32_t flits(std::uint32_t payload_bytes) const { return flits_for(payload_bytes, flit_bytes_, header_flits_); }
+  // Flits of `lines` separate packets of payload_bytes / lines each (a bulk packet).
+  std::uint32_t flits(std::uint32_t payload_bytes, std::uint32_t lines) const {
+    return flits_for_lines(payload_bytes, lines, flit_bytes_, header_flits_);
+  }
   bool member_acks() const { return member_acks_; }
+  std::uint32_t num_ports() const { return static_cast<std::uint32_t>(out_.size()); }
+  // The smallest VC of any port: a bulk packet must fit in it.
+  std::uint32_t min_vc_flits() const { return min_vc_flits_; }
 
   void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls);
   void pump(std::uint32_t port);  // also kPortFree
@@ -41,7 +48,7 @@ class NvlinkPorts {
 
  private:
   GpuContext& ctx_;
-  std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1;
+  std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1, min_vc_flits_ = ~0u;
   bool member_acks_ = false;  // NVLS member acks: answer multicast copies with MM_ACK
   struct VcRange {
     std::uint32_t first = 0, count = 1;

@@ -29,6 +29,8 @@ class RedArrivals {
   std::uint64_t& contributions() { return contributions_; }
 
  private:
+  // One line of it (a bulk packet lands line by line, as its separate packets would).
+  void landed_line(std::uint64_t addr, std::uint32_t payload_bytes, std::uint32_t packet_count);
   struct Counted {
     std::uint64_t base = 0, end = 0;  // heap range of the counted buffer
     std::uint64_t region_bytes = 0;

@@ -5,7 +5,14 @@
 // queue keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
 // flight; posted reductions (red.cais) do not count. Responses complete packets, the last one
 // completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group.
+// Bulk packets (gpu.bulk_lines = N > 1): the lines cut off a queue's head op collect per plane
+// (the plane each line hashes to, as for single lines) and go out N at a time as one packet
+// (fewer when the op ends or the line size changes), so the grouping depends only on the op's
+// shape and every GPU groups one tile alike (the merge unit matches them). Lines count
+// against the outstanding limit from the moment they are cut; N is capped so that the lines
+// held back can never fill that limit alone, nor a bulk packet exceed a VC.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -59,24 +66,37 @@ class RemotePacketizer {
     std::deque<std::uint32_t> ops;  // RemoteOp indices waiting to issue packets
     std::uint32_t outstanding = 0;  // requests in flight
   };
+  // Lines cut from a queue's head op for one plane, not yet sent (bulk packets).
+  struct Bulk {
+    std::uint32_t lines = 0, line_bytes = 0;
+    std::array<std::uint64_t, kMaxBulkLines> addr{};
+  };
   void pump(std::uint32_t q);
-  // Cut the next packet off `op`: its first sector's address and its bytes (sectors x 32).
+  // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
-  void emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
+  // Add a cut line to its plane's bulk packet; sends it when full.
+  void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
+  void send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi);
+  void send_all_bulk(std::uint32_t qi, std::uint32_t oi);
+  std::uint32_t bulk_lines(std::uint32_t qi);  // N for queue qi (the configured N, capped)
+  void emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines, std::uint32_t bytes);
   // Functional register ops: take the register (load) or its values (store) at issue; the
   // register element of each element of a packet (an error if the packet holds bytes outside
   // the tile); a load response's values placed into the register.
   void bind_register(RemoteOp& op, const Tb& tb);
-  void packet_elements(const RemoteOp& op, std::uint64_t addr, std::uint32_t bytes, std::vector<std::uint32_t>& out) const;
+  void packet_elements(const RemoteOp& op, const Packet& p, std::uint32_t bytes, std::vector<std::uint32_t>& out) const;
   void place_response(const RemoteOp& op, const Packet& p);
 
   GpuContext& ctx_;
   std::vector<IssueQueue> queues_;
   std::vector<RemoteOp> ops_;
+  std::vector<Bulk> bulk_;  // per (queue, plane)
+  std::uint32_t planes_ = 0, bulk_cap_[2] = {0, 0};  // N for SM queues / the copy engine (0: not set)
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t live_ = 0;
   std::uint64_t tag_seq_ = 0;
   std::vector<std::uint32_t> elems_;  // scratch of packet_elements
+  std::vector<double> elem_scratch_;  // one line's values (bulk DMA)
   std::unordered_set<std::uint64_t> throttle_keys_;                   // (switch << 32) | group
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;

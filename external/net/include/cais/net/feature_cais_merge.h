@@ -53,8 +53,13 @@
 // throttle_resume_entries or below (its entries complete as peers catch up, or are evicted /
 // time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
 // (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
+// Bulk packets (gpu.bulk_lines, cais/packet.h): an entry spans the request's lines (keyed by
+// its first line; every GPU groups a tile's lines alike, and a request whose lines differ from
+// its entry's is an error) and counts as that many entries against table_entries, in the
+// throttle counts and in every statistic, so a table holds the same number of lines.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -162,6 +167,8 @@ class CaisMergeUnit : public SwitchFeature {
     std::uint32_t table = 0;
     std::int32_t prev = -1, next = -1;  // LRU list of the table
     std::uint64_t addr = 0;
+    std::uint32_t lines = 1;         // a bulk request's lines (line 0 at addr)
+    std::array<std::uint64_t, kMaxBulkLines - 1> more_lines{};
     std::uint32_t home = 0;          // owner (loads) / home GPU (reductions) = request dst
     std::uint32_t expected = 0;      // requests / contributions to expect (aux)
     std::uint32_t count = 0;         // loads: requests merged; reductions: contributions
@@ -193,7 +200,9 @@ class CaisMergeUnit : public SwitchFeature {
   std::int32_t find(std::uint64_t addr, Kind k) const;
   // Make room for `bytes` in table t and allocate; -1 when the request must bypass.
   std::int32_t allocate(SwitchContext& ctx, std::uint32_t t, std::uint64_t addr, Kind k,
-                        std::uint32_t bytes);
+                        std::uint32_t bytes, std::uint32_t lines);
+  // A request joining entry `e` must carry the entry's lines.
+  void check_lines(SwitchContext& ctx, const Entry& e, const Packet& p) const;
   std::int32_t take_free_slot();  // unlimited mode grows the slots and the CAM
   // Count `src` (with `contributions` > 1: that many unknown GPUs) in the entry; true when it
   // is a GPU the entry had not seen.

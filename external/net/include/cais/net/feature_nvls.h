@@ -34,6 +34,7 @@
 //                     member adds the values into its memory).
 // Members answer a copy with MM_ACK exactly as for MM_ST; the issuer gets one MM_ACK.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -69,14 +70,17 @@ class Nvls : public SwitchFeature {
   std::uint64_t acks_sent() const { return acks_sent_; }
 
  private:
+  // Bulk packets (cais/packet.h): every copy, read, answer and ack carries the request's lines.
   struct AckWait {
-    std::uint32_t remaining = 0, members = 0;
+    std::uint32_t remaining = 0, members = 0, lines = 1;
     TimePs inject_ps = 0;
   };
   struct ReadWait {
     std::uint32_t requester = 0, remaining = 0, members = 0, group = 0, aux = 0;
     std::uint32_t payload_bytes = 0, resp_flits = 0;
     std::uint64_t addr = 0, tag = 0;
+    std::uint32_t lines = 1;
+    std::array<std::uint64_t, kMaxBulkLines - 1> more_lines{};
     TimePs inject_ps = 0;
     std::vector<double> sum;
   };
@@ -85,7 +89,7 @@ class Nvls : public SwitchFeature {
   void ld_reduce(SwitchContext& ctx, PacketHandle h);
   Verdict on_ack(SwitchContext& ctx, PacketHandle h);
   void send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
-                std::uint32_t members, TimePs inject_ps, TimePs delay_ps);
+                std::uint32_t members, std::uint32_t lines, TimePs inject_ps, TimePs delay_ps);
   Verdict on_read_resp(SwitchContext& ctx, PacketHandle h);
   std::uint32_t group_base(SwitchContext& ctx, std::uint32_t src, std::uint32_t size) const;
 

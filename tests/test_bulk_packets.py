@@ -1,0 +1,109 @@
+"""Bulk packets (gpu.bulk_lines = N): a layer run at N lines per packet converges to the run
+with one packet per line as N -> 1.
+
+Wire bytes are exact by construction (a bulk packet has the header flits of its N packets), so
+the bytes of every packet type must equal the N = 1 run's; the simulated time, the link
+utilisation and the merge tables' high-water marks move only because lines of one bulk leave
+together, and must stay within the tolerances docs/PERFORMANCE.md ("Bulk packets") documents.
+The values a functional run computes are exact at any N (test_schemes_functional.py runs at
+the default N; here one scheme per kernel family runs at N = 16).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import read_results, run_cli
+
+BASE = ("model=tiny", "system=dgx_h100_half", "phase=inference", "workload=sublayer_l1")
+LINES = (1, 2, 4, 8, 16)
+# Largest relative deviation from the N = 1 run (docs/PERFORMANCE.md, "Bulk packets").
+TIME_TOL = 0.05
+LINK_UTIL_TOL = 0.05
+HIGH_WATER_TOL = 0.25
+
+
+def _run(tmp_path, scheme: str, lines: int, *extra: str) -> tuple[pd.Series, dict[str, float]]:
+    out = tmp_path / f"{scheme}_n{lines}"
+    run_cli(*BASE, f"scheme={scheme}", f"gpu.bulk_lines={lines}", f"out_dir={out}", *extra)
+    st = pd.read_csv(out / "stats.csv")
+    return read_results(out).iloc[0], dict(zip(st["name"], st["value"]))
+
+
+def _high_water(stats: dict[str, float]) -> float:
+    return max((v for k, v in stats.items() if k.endswith(".high_water_entries")), default=0.0)
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / abs(b) if b else abs(a)
+
+
+@pytest.mark.parametrize("scheme", ["tp_nvls", "t3_nvls", "coconet"])
+def test_layer_converges_as_bulk_lines_go_to_one(engines, tmp_path, scheme):
+    extra = ("net.cais_merge.unlimited=true",) if scheme == "t3_nvls" else ()
+    ref, ref_stats = _run(tmp_path, scheme, 1, *extra)
+    byte_cols = [c for c in ref.index if c.startswith("bytes_")]
+    assert byte_cols, "the run moved no bytes"
+    for n in LINES[1:]:
+        row, stats = _run(tmp_path, scheme, n, *extra)
+        for c in byte_cols:
+            assert row[c] == ref[c], f"N={n}: {c} {row[c]} != {ref[c]} at N=1"
+        assert _rel(row["time_us"], ref["time_us"]) <= TIME_TOL, f"N={n}: time {row['time_us']} vs {ref['time_us']}"
+        assert _rel(row["link_util"], ref["link_util"]) <= LINK_UTIL_TOL, \
+            f"N={n}: link_util {row['link_util']} vs {ref['link_util']}"
+        assert _rel(_high_water(stats), _high_water(ref_stats)) <= HIGH_WATER_TOL, \
+            f"N={n}: merge high water {_high_water(stats)} vs {_high_water(ref_stats)}"
+        packets = [k for k in ref_stats if k.endswith(".tx.packets")]
+        assert all(stats[k] == ref_stats[k] for k in packets), f"N={n}: per-link packet counts differ"
+
+
+def test_bulk_packets_cut_the_events(engines):
+    """cais-bench layer's counts: the same line packets over the links, far fewer events."""
+    from harness.bench_layer import bench_layer
+
+    one, bulk = (bench_layer("tiny", "inference", "tp_nvls", "dgx_h100_half", "sublayer_l1", [f"gpu.bulk_lines={n}"])
+                 for n in (1, 8))
+    assert bulk["packets"] == one["packets"] > 0
+    assert bulk["events"] < one["events"] / 2
+    assert one["sim_time_us"] > 0 and one["wall_s"] > 0 and one["peak_rss_mb"]["engine"] > 0
+
+
+def test_bulk_lines_out_of_range_is_one_line(engines, tmp_path):
+    proc = run_cli(*BASE, "scheme=tp_nvls", "gpu.bulk_lines=17", f"out_dir={tmp_path / 'bad'}", check=False)
+    assert proc.returncode == 2
+    assert "gpu.bulk_lines" in proc.stderr and "1 to 16" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("scheme", ["tp_nvls", "t3_nvls", "coconet", "fuselib_nvls"])
+def test_values_are_exact_at_any_bulk_size(engines, tmp_path, scheme):
+    """Every buffer's sum, min, max and order-sensitive hash on every GPU equal the N = 1 run's:
+    lines of a bulk packet land where their own packets would."""
+    _, one = _run(tmp_path, scheme, 1, "net.functional=true")
+    _, bulk = _run(tmp_path, scheme, 16, "net.functional=true")
+    mem = {k: v for k, v in one.items() if ".mem." in k}
+    assert mem, "no functional memory statistics"
+    assert {k: bulk[k] for k in mem} == mem
+
+
+REFERENCE_N1 = Path(__file__).parent / "data" / "n1_reference_t3_nvls_tiny_l1_stats.csv.gz"
+REFERENCE_ROW = {"time_us": 34.8365, "link_util": 0.0423, "bytes_cais_red": 3670016, "bytes_dma": 524288,
+                 "bytes_write": 448}
+
+
+def test_one_line_per_packet_is_the_engine_before_bulk_packets(engines, tmp_path):
+    """N = 1 is exactly the engine before bulk packets existed: every statistic of a small run
+    (model=tiny L1 under t3_nvls: remote pushes, red.cais merged in the switch, DMA multicast)
+    equals the one recorded with the engines of commit b7b359b, the last before them. Statistics
+    added since are not in the reference; one that changes value must be explained and the
+    reference re-recorded (`cais-sim model=tiny system=dgx_h100_half phase=inference
+    workload=sublayer_l1 scheme=t3_nvls gpu.bulk_lines=1 out_dir=DIR`, gzip DIR/stats.csv)."""
+    row, stats = _run(tmp_path, "t3_nvls", 1)
+    assert {k: row[k] for k in REFERENCE_ROW} == REFERENCE_ROW
+    ref = pd.read_csv(REFERENCE_N1)
+    missing = [n for n in ref["name"] if n not in stats]
+    assert not missing, f"statistics gone: {missing[:5]}"
+    differ = [(n, v, stats[n]) for n, v in zip(ref["name"], ref["value"]) if stats[n] != v]
+    assert not differ, f"{len(differ)} statistics differ, e.g. {differ[:5]}"
