@@ -5,7 +5,8 @@
     cais-bench floor [--windows N] [--repeat R] [--transport ipc,shm] [--spin-us US,...]
     cais-bench os-floor
     cais-bench loop [--windows N]
-    cais-bench layer [--model M] [--phase P] [--scheme S] [--system Y] [--workload W] [-- KEY=VALUE ...]
+    cais-bench layer [--model M] [--phase P] [--scheme S] [--system Y] [--workload W] [--lines 1,4,16]
+                     [-- KEY=VALUE ...]
 
 `harness` runs 8 GPUs + 4 switches in 3 engine processes (2 GPU engines of 4 GPUs, 1 network
 engine) with sparse traffic, so that the lock-step loop, not the models, dominates. It reports
@@ -247,8 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     out: dict = {"load_average_before": _load()}
     if args.what == "layer":
         try:
-            out.update(bench_layer.bench_layer(args.model, args.phase, args.scheme, args.system, args.workload,
-                                               args.extra))
+            out.update(bench_layer.bench_layers(args))
         except CaisError as e:
             print(f"cais-bench: error: {e}", file=sys.stderr)
             sys.exit(2)

@@ -5,7 +5,9 @@ Runs exactly what `cais-sim model=M system=S phase=P workload=W scheme=X [KEY=VA
 events the engines processed, events per CPU-second and per wall-second, packets (packet-hops
 over links, summed over every GPU and switch output port), peak resident memory (largest engine
 process and the harness), and the simulated layer time. Extra Hydra overrides go after `--`
-(`cais-bench layer --scheme t3_nvls -- gpu.bulk_lines=4`).
+(`cais-bench layer --scheme t3_nvls -- gpu.bulk_lines=4`). With `--lines 1,4,16` it runs once per
+gpu.bulk_lines value and adds each run's deviation from the first (the convergence of bulk
+packets: simulated time, link utilisation, merge-table high-water mark, bytes per packet type).
 """
 from __future__ import annotations
 
@@ -39,9 +41,27 @@ def overrides(model: str, phase: str, scheme: str, system: str, workload: str, e
 def summarise(stats: pd.DataFrame, row: pd.Series, events: int) -> dict:
     """Events, packets and simulated time of a finished layer run (its stats and results row).
     Packets are line packets (a bulk packet of N lines counts N), summed over link hops."""
-    packets = int(stats.loc[stats["name"].str.fullmatch(r"(gpu|sw)\d+\.port\d+\.tx\.packets"), "value"].sum())
+    names = stats["name"]
+    packets = int(stats.loc[names.str.fullmatch(r"(gpu|sw)\d+\.port\d+\.tx\.packets"), "value"].sum())
+    high_water = stats.loc[names.str.endswith(".high_water_entries"), "value"]
     return {"events": events, "packets": packets, "sim_time_us": float(row["time_us"]),
-            "link_util": float(row["link_util"])}
+            "link_util": float(row["link_util"]),
+            "merge_high_water_entries": int(high_water.max()) if len(high_water) else 0,
+            "bytes": {k: int(v) for k, v in row.items() if k.startswith("bytes_")}}
+
+
+def _rel(a: float, b: float) -> float:
+    return round((a - b) / b, 5) if b else 0.0
+
+
+def convergence(runs: list[dict]) -> list[dict]:
+    """Each run's deviation from the first (relative; bytes: whether every type is equal)."""
+    ref = runs[0]
+    return [{"bulk_lines": r["bulk_lines"], "time": _rel(r["sim_time_us"], ref["sim_time_us"]),
+             "link_util": _rel(r["link_util"], ref["link_util"]),
+             "merge_high_water": _rel(r["merge_high_water_entries"], ref["merge_high_water_entries"]),
+             "bytes_equal": r["bytes"] == ref["bytes"], "events": _rel(r["events"], ref["events"]),
+             "cpu_s": _rel(r["cpu_s"], ref["cpu_s"])} for r in runs]
 
 
 def bench_layer(model: str, phase: str, scheme: str, system: str, workload: str, extra: list[str]) -> dict:
@@ -75,4 +95,19 @@ def add_parser(sub) -> None:
     p.add_argument("--scheme", default="tp_nvls")
     p.add_argument("--system", default="dgx_h100_half")
     p.add_argument("--workload", default="layer", help="layer, or sublayer_l1..sublayer_l4")
+    p.add_argument("--lines", default="", help="comma-separated gpu.bulk_lines values: one run each, "
+                   "with the deviation of each from the first")
     p.add_argument("extra", nargs="*", help="more KEY=VALUE overrides, after --")
+
+
+def bench_layers(args) -> dict:
+    """`cais-bench layer`: one run, or one per --lines value with the convergence table."""
+    if not args.lines:
+        return bench_layer(args.model, args.phase, args.scheme, args.system, args.workload, args.extra)
+    runs = []
+    for n in [int(x) for x in args.lines.split(",") if x]:
+        r = bench_layer(args.model, args.phase, args.scheme, args.system, args.workload,
+                        [*args.extra, f"gpu.bulk_lines={n}"])
+        r["bulk_lines"] = n
+        runs.append(r)
+    return {"runs": runs, "convergence": convergence(runs)}
