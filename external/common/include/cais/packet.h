@@ -16,7 +16,8 @@ inline constexpr PacketHandle kNoPacket = 0xffffffffu;
 // Most lines one bulk packet carries (gpu.bulk_lines).
 inline constexpr std::uint32_t kMaxBulkLines = 16;
 
-struct Packet {
+// The fixed-size fields of a packet: what PacketPool resets when it hands a slot out again.
+struct PacketHead {
   std::uint64_t id = 0;        // (creator component << 40) | creator sequence
   std::uint64_t hop_key = 0;   // ordering key of the arrival event at hop_dst
   PacketType type = proto::PKT_UNSPECIFIED;
@@ -41,6 +42,11 @@ struct Packet {
   // It stands for `lines` separate packets: their header flits are in `flits`, statistics
   // count it as `lines` packets, and every packet made in answer to it carries the same lines.
   std::uint32_t lines = 1;
+};
+
+struct Packet : PacketHead {
+  // Lines 1..lines-1 of a bulk packet. Not reset on reuse: only the first lines - 1 are read,
+  // and whoever sets lines > 1 writes them.
   std::array<std::uint64_t, kMaxBulkLines - 1> more_lines{};
   std::vector<double> values;  // functional mode only (line after line); capacity is kept across reuse
 
@@ -69,10 +75,8 @@ class PacketPool {
     const PacketHandle h = free_.back();
     free_.pop_back();
     Packet& p = slots_[h];
-    std::vector<double> keep = std::move(p.values);
-    keep.clear();
-    p = Packet{};
-    p.values = std::move(keep);
+    static_cast<PacketHead&>(p) = PacketHead{};
+    p.values.clear();  // keeps its capacity
     ++live_;
     return h;
   }
