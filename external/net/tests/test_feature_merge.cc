@@ -601,5 +601,68 @@ TEST(CaisMerge, DISABLED_MergeUnitSpeed) {
   }
 }
 
+// ---- bulk packets (gpu.bulk_lines): an entry spans the request's lines
+
+// A bulk red.cais of `lines` 128 B lines at addr, addr + stride, ... (one value per line).
+PacketHandle bulk_red(Rig& r, TimePs t, std::uint32_t src, std::uint64_t addr, std::uint32_t lines,
+                      std::uint64_t stride, double value) {
+  const PacketHandle h = r.sw.make(proto::PKT_CAIS_RED, src, 0, addr, 2, 0);  // two contributions
+  Packet& p = r.sw.packet(h);
+  p.lines = lines;
+  for (std::uint32_t i = 1; i < lines; ++i) p.more_lines[i - 1] = addr + i * stride;
+  p.payload_bytes = 128 * lines;
+  p.count = 1;
+  p.values.assign(lines, value);
+  r.sw.arrive(t, h);
+  return h;
+}
+
+TEST(CaisMerge, BulkReductionMergesAllItsLinesIntoOneWriteCountedPerLine) {
+  Rig r(feature_params());
+  bulk_red(r, 0, 1, 0x4000, 4, 0x1000, 1);
+  bulk_red(r, kNs, 2, 0x4000, 4, 0x1000, 2);
+  r.sw.run();
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.lines, 4u);
+  EXPECT_EQ(d[0].p.more_lines[2], 0x7000u);
+  EXPECT_EQ(d[0].p.values, (std::vector<double>{3, 3, 3, 3}));
+  const auto& s = r.unit.table_stats(0);
+  EXPECT_EQ(s.high_water_entries, 4u);  // four lines held, as four single-line entries would be
+  EXPECT_EQ(s.misses, 4u);
+  EXPECT_EQ(s.hits, 4u);
+  EXPECT_EQ(s.completions, 4u);
+  EXPECT_EQ(s.merged_writes, 4u);
+}
+
+TEST(CaisMerge, BulkEntriesCountTheirLinesAgainstTheTable) {
+  Params p = feature_params();
+  p.set_int("net.cais_merge.table_entries", 6);
+  Rig r(p);
+  bulk_red(r, 0, 1, 0x4000, 4, 0x1000, 1);
+  bulk_red(r, kNs, 1, 0x9000, 4, 0x1000, 1);  // 4 + 4 lines > 6: the first entry is flushed
+  r.sw.run(10 * kNs);
+  auto d = r.sw.take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].p.addr, 0x4000u);
+  EXPECT_EQ(d[0].p.lines, 4u);
+  const auto& s = r.unit.table_stats(0);
+  EXPECT_EQ(s.high_water_entries, 4u);
+  EXPECT_EQ(s.evictions, 4u);
+  EXPECT_EQ(s.partial_flushes, 4u);
+}
+
+TEST(CaisMerge, BulkRequestWithOtherLinesThanItsEntryIsAnError) {
+  Rig r(feature_params());
+  bulk_red(r, 0, 1, 0x4000, 4, 0x1000, 1);
+  bulk_red(r, kNs, 2, 0x4000, 4, 0x2000, 1);  // same first line, other line set
+  try {
+    r.sw.run(10 * kNs);
+    FAIL() << "a request with other lines merged into the entry";
+  } catch (const InvariantError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu.bulk_lines=1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace cais::net
