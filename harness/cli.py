@@ -104,7 +104,12 @@ def _app(cfg: DictConfig) -> None:
         return
     import pandas as pd
 
+    from harness import experiments
+
     df = pd.read_csv(results)
+    shown = experiments.display_columns(cfg.task)
+    if shown:
+        df = df[[c for c in shown if c in df.columns]]
     with pd.option_context("display.max_columns", 30, "display.width", 160):
         print(df.to_string(index=False))
     print(f"results: {results}", flush=True)

@@ -111,6 +111,16 @@ class ValidateConfig:
     algorithms as tile-ISA kernels on the Hopper engine, harness/kernels: what schemes run)."""
 
 
+@dataclass
+class CompareConfig:
+    """experiment=compare: schemes side by side on one layer workload."""
+
+    schemes: list[str] = field(default_factory=lambda: ["tp_nvls", "cais"])
+    """Schemes to run (conf/scheme names), in the order of the table and figure."""
+    baseline: str = "tp_nvls"
+    """The scheme every speedup is relative to (one of compare.schemes)."""
+
+
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for prefix, cls in groups.items():
@@ -158,6 +168,7 @@ def build_root() -> type:
             "doc": "The scheme that lowers a layer workload (conf/scheme: name plus its own parameters, declared "
                    "by its module in harness/schemes; none for workload=traffic)."})),
         ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
+        ("compare", CompareConfig, field(default_factory=CompareConfig)),
     ]
     taken = {name for name, _, _ in fixed}
     clash = taken & {name for name, _, _ in param_fields}
