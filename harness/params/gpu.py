@@ -28,10 +28,27 @@ class GpuParams:
 
     num_sms: int = 132
     """Streaming multiprocessors (66 for the paper's half-scale system)."""
-    clock_mhz: float = 1620.0
-    """SM clock under sustained tensor load: the median NVML clock of the 60 measured cuBLAS GEMMs
-    on the whole H100 (power-capped; 1335-1980 MHz by kernel; harness/data/measured/h100_kernels.csv,
-    column sm_clock_mhz). A 66-SM partition runs cooler: 1860 MHz (conf/system/dgx_h100_half.yaml)."""
+    clock_mhz: float = 0.0
+    """SM clock (MHz). 0: power-aware, the clock the GPU settles at under power_limit_w with all
+    num_sms SMs running tensor-core kernels (harness/gpu/power.py; an H100 at 700 W: 1395 MHz on
+    132 SMs, 1815 on 66, 1980 on 33); the run reports it (stat gpu.clock_mhz). > 0: this fixed clock
+    (validation runs of a known clock)."""
+    max_clock_mhz: float = 1980.0
+    """Maximum boost SM clock (H100 SXM5: 1980 MHz, nvidia-smi clocks.max.sm)."""
+    power_limit_w: float = 700.0
+    """Board power limit the clock is throttled to (H100 SXM5: 700 W, NVML enforced limit)."""
+    # BEGIN POWER (scripts/fit_power.py --write rewrites these from harness/data/measured/h100_power.csv)
+    power_static_w: float = 517.1
+    """Board power not proportional to busy SMs under load: idle, HBM, L2, fabric (W; fitted)."""
+    power_tensor_w_per_sm: float = 3.413
+    """Dynamic power of one SM running tensor-core kernels at max_clock_mhz (W; fitted); scales
+    with f V(f)^2."""
+    power_memory_w: float = 19.08
+    """Dynamic power of a memory-bound kernel at max_clock_mhz beyond power_static_w, whole GPU (W;
+    fitted; such kernels stay at the maximum clock)."""
+    power_voltage_floor: float = 0.1772
+    """V(0) / V(max_clock) of the linear voltage-frequency curve V(f) (fitted)."""
+    # END POWER
     tc_flops_per_cycle_per_sm: int = 4096
     """Dense FP16/BF16 tensor-core FLOP per clock per SM (FP8 x2, FP32/TF32 x0.5)."""
     alu_flops_per_cycle_per_sm: int = 256
