@@ -25,15 +25,23 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--limit-s", type=float, default=5.0, help="an input running longer is a hang")
+    ap.add_argument("--chunk", type=int, default=100000,
+                    help="print the running figures every CHUNK inputs (each chunk: the next seed)")
     args = ap.parse_args()
     names = args.targets or [n for n in targets if n != "precheck"]
     failed = False
     for name in names:
-        report = fuzz.run(targets[name], args.runs, seed=args.seed, limit_s=args.limit_s)
-        print(report.line(), flush=True)
-        for f in report.findings:
+        total = fuzz.Report(name)
+        done, chunk_seed = 0, args.seed
+        while done < args.runs and not total.findings:
+            part = fuzz.run(targets[name], min(args.chunk, args.runs - done), seed=chunk_seed, limit_s=args.limit_s)
+            done += min(args.chunk, args.runs - done)
+            chunk_seed += 1
+            total.merge(part)
+            print(total.line(), flush=True)
+        for f in total.findings:
             print(f"  FINDING {f}")
-        failed |= bool(report.findings)
+        failed |= bool(total.findings)
     return 1 if failed else 0
 
 

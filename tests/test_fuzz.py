@@ -56,3 +56,23 @@ def test_an_interpolation_to_nowhere_is_one_cli_line():
     proc = run_cli("seed=${nope}", check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "cais-sim: error: seed: Interpolation key 'nope' not found"
+
+
+def test_validate_size_too_large_for_a_float_names_the_row(tmp_path):
+    from harness.experiments import validate_collectives
+
+    path = tmp_path / "rows.csv"
+    path.write_text("name,op,bytes,gpus,algo\nbig,all_reduce,1e309,2,ring\n")
+    with pytest.raises(ConfigError, match=r"rows\.csv line 2 \(name big\): bytes 'inf' is not allowed"):
+        validate_collectives.load_input(str(path))
+
+
+def test_concurrent_row_with_an_extra_field_names_the_row(tmp_path):
+    from harness.experiments import validate_concurrent
+
+    header = ("name,M,N,K,stream_kind,ctas,bytes,order,start_gap_us,gemm_us,stream_us,makespan_us,gemm_alone_us,"
+              "stream_alone_us")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "\na,x,0,1,1,copy,8,64,stream_first,0,1,1,1,1,1\n")  # one field too many, M 0
+    with pytest.raises(ConfigError, match=r"rows\.csv row 2: M=0 must be a positive integer"):
+        validate_concurrent.load_input(str(path))

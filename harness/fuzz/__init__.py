@@ -78,6 +78,14 @@ class Report:
     slowest_ms: float = 0.0
     findings: list[str] = field(default_factory=list)
 
+    def merge(self, other: "Report") -> None:
+        self.inputs += other.inputs
+        self.accepted += other.accepted
+        self.rejected += other.rejected
+        self.seconds += other.seconds
+        self.slowest_ms = max(self.slowest_ms, other.slowest_ms)
+        self.findings += other.findings
+
     def line(self) -> str:
         rate = self.inputs / self.seconds if self.seconds else 0.0
         hangs = sum(1 for f in self.findings if f.startswith("hang"))

@@ -12,6 +12,7 @@
 #include "cais/gpu/workload.h"
 #include "cais/net/booksim_config.h"
 #include "cosim.pb.h"
+#include "google/protobuf/stubs/logging.h"
 #include "memory_link.h"
 
 namespace cais::fuzz {
@@ -25,6 +26,7 @@ void quiet_engine_output() {
   static std::ostringstream sink;  // the engines' per-rejection lines would flood a long run
   std::cerr.rdbuf(sink.rdbuf());
   sink.setstate(std::ios::badbit);
+  google::protobuf::SetLogHandler(nullptr);  // "invalid UTF-8 in a string field": one per input
 }
 
 std::string corpus_root() {

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cais/errors.h"
 #include "cais/fuzz/mutator.h"
+#include "cais/net/booksim_config.h"
 
 namespace cais::fuzz {
 namespace {
@@ -35,6 +37,17 @@ TEST(FuzzFraming, SplitInvertsJoin) {
   const std::vector<std::vector<std::string>> m{{"ctl", std::string(300, 'x')}, {}, {std::string("\0a", 2)}};
   const std::string bytes = join_messages(m);
   EXPECT_EQ(split_messages(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), m);
+}
+
+// Found by fuzzing: a NUL byte ended up in the key an error quotes first, so the message the
+// user saw was empty.
+TEST(FuzzFindings, BooksimControlCharacterIsNamedWithItsLine) {
+  try {
+    net::BooksimConfig::from_string(std::string("k = 8;\n\0\0topology = fly;\n", 24), "net.cfg");
+    FAIL() << "a NUL byte was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "net.cfg:2: control character 0x00; allowed: text (tabs, spaces, printable characters)");
+  }
 }
 
 }  // namespace
