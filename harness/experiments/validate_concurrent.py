@@ -50,7 +50,7 @@ def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
         raise ConfigError("validate.input", f"{p} lacks columns {missing} (needs {', '.join(REQUIRED)})")
     if df.empty:
         raise ConfigError("validate.input", f"{p} has no rows")
-    for i, row in df.iterrows():
+    for i, (_, row) in enumerate(df.iterrows()):  # not the index: a row with extra fields makes it a name
         where = f"{p} row {i + 2}"  # line number in the file (header is line 1)
         for c in ("M", "N", "K", "ctas", "bytes"):
             v = pd.to_numeric(row[c], errors="coerce")
