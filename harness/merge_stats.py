@@ -81,7 +81,7 @@ def merge_summary(stats: pd.DataFrame) -> dict[str, float]:
     out["merge_sessions"] = int(waits_n)
     out["wait_mean_us"] = round(waits_sum / waits_n / 1e3, 4) if waits_n else 0.0
     for q in (50, 90, 99):
-        out[f"wait_p{q}_us"] = round(_quantile(edges, counts, q / 100, wait_max) / 1e3, 4)
+        out[f"wait_p{q}_us"] = round(min(_quantile(edges, counts, q / 100, wait_max), wait_max) / 1e3, 4)
     out["wait_max_us"] = round(wait_max / 1e3, 4)
     return out
 
