@@ -29,6 +29,7 @@ def exe(engines):
 
 def run(wl, exe, **over):
     over.setdefault("launch_skew_ns", 0.0)
+    over.setdefault("clock_spread_frac", 0.0)
     return standalone.run(wl, over, exe=exe, num_gpus=wl.num_gpus or 1)
 
 

@@ -121,6 +121,39 @@ class CompareConfig:
     """The scheme every speedup is relative to (one of compare.schemes)."""
 
 
+@dataclass
+class DriftConfig:
+    """experiment=drift_sensitivity: each cross-GPU drift source scaled alone (docs/DRIFT.md)."""
+
+    case: str = "ag_gemm"
+    """ag_gemm: the ld.cais AG-GEMM of harness/gpu/kernels.py (8 GPUs, pre-launch sync switchable);
+    layer: the configured workload / model / phase lowered by the configured scheme (e.g. t3_nvls),
+    whose sync is the scheme's own."""
+    sources: list[str] = field(default_factory=lambda: ["launch_skew", "block_jitter", "tb_order", "clock_spread"])
+    """Sources to scale: launch_skew (gpu.launch_skew_ns), block_jitter (gpu.block_jitter_frac),
+    tb_order (gpu.tb_order_window), clock_spread (gpu.clock_spread_frac)."""
+    levels: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0, 2.0])
+    """Multiples of each source's reference value (the gpu.* default; tb_order: order_reference_window)."""
+    order_reference_window: int = 18
+    """Reference dispatch-order window: measured at 8 blocks per SM (a block overtaken by up to 17
+    places); at one block per SM no reordering was measured, so the default window is 1. Level x
+    gives the window max(1, round(x * this))."""
+    sync: list[bool] = field(default_factory=lambda: [True, False])
+    """case=ag_gemm: pre-launch group sync on and off."""
+    m: int = 4096
+    """case=ag_gemm: rows of A (a multiple of 8 x 128)."""
+    n: int = 128
+    """case=ag_gemm: columns of B (a multiple of 128). One column of blocks (128) requests every A
+    line once per GPU, so each line is one merge session; with more, a GPU's second request can
+    reach a session before another GPU's first and sessions end by timeout (issue 15, item 4)."""
+    k: int = 512
+    """case=ag_gemm: the inner dimension (a multiple of 64)."""
+    sms: int = 8
+    """case=ag_gemm: SMs per GPU its kernels may use (0: all of gpu.num_sms)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of each point (rows per seed)."""
+
+
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for prefix, cls in groups.items():
@@ -169,6 +202,7 @@ def build_root() -> type:
                    "by its module in harness/schemes; none for workload=traffic)."})),
         ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
         ("compare", CompareConfig, field(default_factory=CompareConfig)),
+        ("drift", DriftConfig, field(default_factory=DriftConfig)),
     ]
     taken = {name for name, _, _ in fixed}
     clash = taken & {name for name, _, _ in param_fields}

@@ -79,11 +79,31 @@ class GpuParams:
     max_packet_bytes: int = 128
     """Largest NVLink packet payload; 32 B sectors of one line coalesce into one packet. A
     multiple of 32 from 32 to 2048 (the engine's 64-sector mask)."""
-    launch_skew_ns: float = 1000.0
-    """Uniform random delay [0, x) added per GPU to each launch: host launch skew across GPUs
-    (separate processes enqueueing kernels; order of a microsecond). Seeded (seed, GPU)."""
-    block_jitter_frac: float = 0.02
-    """Relative standard deviation of each block's compute time (seeded, per block)."""
+    # Cross-GPU drift sources (docs/DRIFT.md). Each is drawn per (seed, GPU, launch, block) by
+    # the engine (external/gpu drift.h), so runs stay deterministic and partition invariant and
+    # scaling one source leaves the others' draws alone. Measured on one lent H100 by
+    # scripts/measure/measure_drift_sources.py (harness/data/measured/h100_drift_sources.csv).
+    launch_skew_ns: float = 12400.0
+    """Uniform random delay [0, x) added per GPU to each launch the host enqueues (no device
+    predecessor): host launch skew across GPUs. Measured: the launch-to-first-block latency of an
+    idle H100 launched from Python (CuPy) varies with a std of 3.57 us over 2000 launches
+    (launch_jitter_std_ns, detrended); a uniform [0, x) has that std at x = 3.57 x sqrt(12)."""
+    block_jitter_frac: float = 0.009
+    """Relative standard deviation of each block's compute time (seeded per block). Measured: the
+    per-block duration CV of a tiled GEMM at one block per SM is 0.91 % (block_cv_occ1); at 8
+    blocks per SM it is 5.65 %, but that includes co-resident blocks sharing the SM, which the
+    engine models itself."""
+    tb_order_window: int = 1
+    """Blocks leave raster dispatch order by fewer than this many places (1: raster order; the
+    engine already gives the next block to whichever SM frees first). Measured: at one block per
+    SM no block of a tiled GEMM started after a block of higher index (order_overtaken_occ1 = 0);
+    at 8 blocks per SM 6.6 % did, by up to 17 places (docs/DRIFT.md varies it up to 36)."""
+    clock_spread_frac: float = 0.037
+    """Relative standard deviation of the per-GPU SM clock: each GPU runs at clock_mhz x (1 + x N(0,1)),
+    drawn per (seed, GPU), clamped to [0.5, 1.5]. Measured: the SM clock of one H100 under
+    back-to-back GEMMs at its 700 W cap wanders 1215-1485 MHz with a CV of 3.7 % (sm_clock_cv);
+    for same-SKU GPUs Sinha et al., "Not All GPUs Are Created Equal" (SC'22), report 8 % (max 22 %)
+    average performance variation."""
     max_clusters_4: int = 30
     """Thread-block clusters of 4 CTAs the GPU holds at once (a cluster of 8 takes two): what
     cuOccupancyMaxActiveClusters reports for 1-CTA-per-SM kernels, 30 on the whole H100 and 8 in

@@ -156,6 +156,8 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.max_packet_bytes", 128);
   put_d("gpu.launch_skew_ns", 0.0);
   put_d("gpu.block_jitter_frac", 0.0);
+  put_i("gpu.tb_order_window", 1);
+  put_d("gpu.clock_spread_frac", 0.0);
   put_d("gpu.tc_efficiency", 1.0);
   put_d("gpu.hbm_efficiency", 1.0);
   put_d("gpu.tb_overhead_ns", 10.0);
