@@ -84,8 +84,9 @@ class GpuParams:
     # scaling one source leaves the others' draws alone. Measured on one lent H100 by
     # scripts/measure/measure_drift_sources.py (harness/data/measured/h100_drift_sources.csv).
     launch_skew_ns: float = 12400.0
-    """Uniform random delay [0, x) added per GPU to each launch the host enqueues (no device
-    predecessor): host launch skew across GPUs. Measured: the launch-to-first-block latency of an
+    """Host launch skew across GPUs: a delay drawn uniformly from [0, x) once per GPU (seeded) and
+    added to every launch the host enqueues there (no device predecessor), so a GPU's launches
+    shift together and keep their order. Measured: the launch-to-first-block latency of an
     idle H100 launched from Python (CuPy) varies with a std of 3.57 us over 2000 launches
     (launch_jitter_std_ns, detrended); a uniform [0, x) has that std at x = 3.57 x sqrt(12)."""
     block_jitter_frac: float = 0.009

@@ -104,9 +104,11 @@ void TbScheduler::setup() {
 void TbScheduler::release(std::uint32_t li) {
   LaunchState& L = launches_[li];
   TimePs t = std::max<TimePs>(ctx_.now(), ns_to_ps(L.la->start_ns()));
-  // Host launch skew only where the host enqueues (no predecessor on the device).
+  // Host launch skew only where the host enqueues (no predecessor on the device). One offset per
+  // GPU, not per launch: a GPU's host thread enqueues its launches in order, so they shift
+  // together and are never reordered against each other.
   if (L.from_host && ctx_.cfg.launch_skew_ps > 0)
-    t += static_cast<TimePs>(draws_.uniform(DriftSource::kLaunchSkew, li) * static_cast<double>(ctx_.cfg.launch_skew_ps));
+    t += static_cast<TimePs>(draws_.uniform(DriftSource::kLaunchSkew, 0) * static_cast<double>(ctx_.cfg.launch_skew_ps));
   L.release_ps = t;
   ctx_.schedule(t + ctx_.cfg.kernel_launch_ps, kLaunchReady, li);
 }
