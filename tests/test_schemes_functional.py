@@ -93,3 +93,33 @@ def test_ladm_reduces_weight_gradients_at_their_homes(engines, tmp_path):
     stats = _stats(tmp_path, "ladm", "phase=training", "workload=layer")
     for g in range(G):
         _check(stats, g, "ffn2_wgrad", np.full(F // G * H, float(SUM)))
+
+
+def _merge_stat(stats, name: str) -> float:
+    return sum(v for k, v in stats.items() if k.startswith("sw") and f".cais_merge." in k and k.endswith(f".{name}"))
+
+
+@pytest.mark.parametrize("extra", [
+    (),                                                          # CAIS-Base as configured
+    ("scheme.compile=false",),                                   # the source form: plain remote ops
+    ("scheme.pre_launch_sync=true", "scheme.pre_access_sync=true"),  # with the coordination steps
+    ("net.cais_merge.table_entries=4", "net.cais_merge.timeout_ns=100"),  # evictions and timeouts
+])
+def test_cais_base_reduces_and_gathers_exactly(engines, tmp_path, extra):
+    """The GEMM-RS shards hold the sum of every GPU's partial (red.cais merged in the switch, or
+    plain remote adds, or evicted partial sums), and the re-gathers hold every owner's rows
+    (ld.cais answered from the merge table or the owner)."""
+    stats = _stats(tmp_path, "cais_base", "phase=training", "workload=layer", *extra)
+    for g in range(G):
+        for buf in ("reduce_attn", "reduce_ffn", "reduce_ffn1_dgrad", "reduce_qkv_dgrad"):
+            _check(stats, g, buf, np.full(T // G * H, float(SUM)))
+        _check(stats, g, "ag_ln2_regather", _gathered(g))
+    merged = _merge_stat(stats, "completions")
+    if "scheme.compile=false" in extra:
+        assert merged == 0 and _merge_stat(stats, "misses") == 0
+    else:
+        assert merged > 0
+    if "net.cais_merge.table_entries=4" in extra:
+        assert _merge_stat(stats, "evictions") > 0 and _merge_stat(stats, "timeouts") > 0
+    if "scheme.pre_access_sync=true" in extra:
+        assert sum(v for k, v in stats.items() if k.startswith("sw") and "group_sync" in k and k.endswith("released")) > 0

@@ -50,6 +50,8 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     case isa::ST_REMOTE: op.type = proto::PKT_WRITE; break;
     case isa::LD_CAIS: op.type = proto::PKT_CAIS_LD_REQ; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
     case isa::RED_CAIS: op.type = proto::PKT_CAIS_RED; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
+    // a plain red.global.add: one contribution, complete on its own, so no merge unit holds it
+    case isa::RED_REMOTE: op.type = proto::PKT_CAIS_RED; op.aux = 1; break;
     case isa::MM_LD_REDUCE: op.type = proto::PKT_MM_LD_REDUCE_REQ; break;
     case isa::MM_ST: op.type = proto::PKT_MM_ST; break;
     case isa::MM_RED: op.type = proto::PKT_MM_RED; break;
@@ -121,7 +123,7 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   while (!q.ops.empty()) {
     if (!throttled_groups_.empty()) {
       const RemoteOp& head = ops_[q.ops.front()];
-      const bool mergeable = head.type == proto::PKT_CAIS_LD_REQ || head.type == proto::PKT_CAIS_RED;
+      const bool mergeable = head.op == isa::LD_CAIS || head.op == isa::RED_CAIS;  // not a plain red.remote
       if (mergeable && throttled_groups_.count(head.group)) {
         ++throttle_stalls_;
         return;  // resumed when the group's throttle is lifted
