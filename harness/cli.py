@@ -107,6 +107,8 @@ def main() -> None:
 
             print(describe.usage())
             return
+        argv = sweeps.one_process_argv(argv)  # experiment=fig11 scheme=a,b without -m (harness/sweep.py)
+        sys.argv[1:] = argv
         precheck(argv)
         _app()
     except CaisError as exc:

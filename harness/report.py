@@ -30,7 +30,7 @@ def collect(dirs: list[str]) -> pd.DataFrame:
     frames = []
     for d in dirs:
         for path in sorted(Path(d).rglob("results.csv")):
-            df = pd.read_csv(path)
+            df = _table(path)
             df.insert(0, "run", str(path.parent))
             frames.append(df)
     if not frames:
@@ -55,6 +55,14 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def _table(path: Path) -> pd.DataFrame:
+    """A figure's results.csv; empty when no point finished (the file has no columns then)."""
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
 
 
 def _comparison(fig: dict) -> pd.DataFrame:
@@ -102,9 +110,7 @@ def markdown(figs: list[tuple[Path, dict]], out: Path) -> str:
         parts.append("\n### Beside the paper\n\n" + _md_table(_comparison(f)))
         if f["failed"]:
             parts.append("\n### Failed points\n\n" + _md_table(pd.DataFrame(f["failed"])[["label", "message"]]))
-        table = d / "results.csv"
-        if table.is_file() and table.stat().st_size:
-            parts.append("\n### Results\n\n" + _md_table(pd.read_csv(table)))
+        parts.append("\n### Results\n\n" + _md_table(_table(d / "results.csv")))
     return "".join(parts)
 
 
@@ -124,9 +130,7 @@ def html_page(figs: list[tuple[Path, dict]]) -> str:
         parts.append("<h3>Beside the paper</h3>" + _html_table(_comparison(f)))
         if f["failed"]:
             parts.append("<h3>Failed points</h3>" + _html_table(pd.DataFrame(f["failed"])[["label", "message"]]))
-        table = d / "results.csv"
-        if table.is_file() and table.stat().st_size:
-            parts.append("<h3>Results</h3>" + _html_table(pd.read_csv(table)))
+        parts.append("<h3>Results</h3>" + _html_table(_table(d / "results.csv")))
     return "".join(parts) + "</body></html>\n"
 
 

@@ -46,6 +46,39 @@ def grid(params: dict[str, Any] | None, overrides: list[str]) -> list[list[str]]
     return [list(p) for p in itertools.product(*axes.values())]
 
 
+def _is_figure(experiment: str) -> bool:
+    from harness import CONF_DIR
+
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    return path.is_file() and any(line.strip() == "task: figure" for line in path.read_text().splitlines())
+
+
+def one_process_argv(argv: list[str]) -> list[str]:
+    """A figure experiment run without -m takes several values for an axis too (scheme=a,b):
+    Hydra refuses sweep syntax outside a multirun, so such an override becomes the experiment's
+    sweeper param (++hydra.sweeper.params.scheme="a,b"), which harness/experiments/figure.py
+    expands like the multirun would."""
+    if any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    experiment = next((a.split("=", 1)[1] for a in argv if a.startswith("experiment=")), "")
+    if not _is_figure(experiment):
+        return argv
+    out = []
+    for a in argv:
+        if "=" in a and not a.startswith(("-", "hydra", "++hydra")):
+            try:
+                (o,) = _parser().parse_overrides([a])
+            except Exception:  # noqa: BLE001 - left for Hydra to report as usual
+                out.append(a)
+                continue
+            if o.is_sweep_override():
+                value = a.split("=", 1)[1].replace('"', '\\"')
+                out.append(f'++hydra.sweeper.params.{o.get_key_element().lstrip("+~")}="{value}"')
+                continue
+        out.append(a)
+    return out
+
+
 def point_dirs(sweep_dir: Path) -> list[Path]:
     """The folders of a sweep's points (Hydra's job numbers), in order."""
     dirs = [p for p in Path(sweep_dir).iterdir() if p.is_dir() and p.name.isdigit()] if Path(sweep_dir).is_dir() else []

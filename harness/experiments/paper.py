@@ -23,7 +23,8 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     for name in cfg.paper.figures:
         extra = list(cfg.paper.overrides.get(name, []))
         try:
-            fcfg = compose(config_name="config", overrides=[f"experiment={name}", *common, *extra],
+            # the figure's own extras may sweep an axis (scheme=a,b): run_figure expands them
+            fcfg = compose(config_name="config", overrides=[f"experiment={name}", *common],
                            return_hydra_config=True)
         except Exception as exc:  # noqa: BLE001 - a figure that cannot compose is bad input
             raise ConfigError(f"paper.figures ({name})", str(exc).strip().splitlines()[0]) from None
