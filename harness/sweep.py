@@ -55,15 +55,15 @@ def _is_figure(experiment: str) -> bool:
 
 def one_process_argv(argv: list[str]) -> list[str]:
     """A figure experiment run without -m takes several values for an axis too (scheme=a,b):
-    Hydra refuses sweep syntax outside a multirun, so such an override becomes the experiment's
-    sweeper param (++hydra.sweeper.params.scheme="a,b"), which harness/experiments/figure.py
-    expands like the multirun would."""
+    Hydra refuses sweep syntax outside a multirun, so such overrides travel as figure.axes
+    (a list of the override strings), which harness/experiments/figure.py expands like the
+    multirun would."""
     if any(a in ("-m", "--multirun") for a in argv):
         return argv
     experiment = next((a.split("=", 1)[1] for a in argv if a.startswith("experiment=")), "")
     if not _is_figure(experiment):
         return argv
-    out = []
+    out, axes = [], []
     for a in argv:
         if "=" in a and not a.startswith(("-", "hydra", "++hydra")):
             try:
@@ -72,10 +72,11 @@ def one_process_argv(argv: list[str]) -> list[str]:
                 out.append(a)
                 continue
             if o.is_sweep_override():
-                value = a.split("=", 1)[1].replace('"', '\\"')
-                out.append(f'++hydra.sweeper.params.{o.get_key_element().lstrip("+~")}="{value}"')
+                axes.append(a.replace("\\", "\\\\").replace('"', '\\"'))
                 continue
         out.append(a)
+    if axes:
+        out.append("figure.axes=[" + ",".join(f'"{a}"' for a in axes) + "]")
     return out
 
 

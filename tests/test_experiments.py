@@ -17,8 +17,9 @@ FIG11_TINY = ["experiment=fig11", "model=tiny", "phase=inference", "scheme=tp_nv
 
 
 def statuses(out_dir):
-    return {int(p.name): json.loads((p / "status.json").read_text())["status"]
-            for p in out_dir.iterdir() if p.is_dir() and p.name.isdigit() and (p / "status.json").is_file()}
+    found = {int(p.name): json.loads((p / "status.json").read_text())["status"]
+             for p in out_dir.iterdir() if p.is_dir() and p.name.isdigit() and (p / "status.json").is_file()}
+    return dict(sorted(found.items()))
 
 
 def test_an_interrupted_fig11_sweep_resumes_without_recomputing_finished_runs(engines, tmp_path):

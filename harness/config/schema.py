@@ -131,6 +131,9 @@ class FigureConfig:
     """The figure (harness/figures/<name>.py: how the points become its table and PNG)."""
     point_task: str = "simulate"
     """The experiment each point runs."""
+    axes: list[str] = field(default_factory=list)
+    """Overrides with several values (scheme=a,b) of a run without -m; the CLI sets it from the
+    command line (harness/sweep.py), each replacing that axis of the grid."""
 
 
 @dataclass

@@ -69,6 +69,6 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     hc = HydraConfig.get()
     params = OmegaConf.to_container(hc.sweeper.params) if hc.sweeper.get("params") else {}
     experiment = next((o.split("=", 1)[1] for o in hc.overrides.task if o.startswith("experiment=")), cfg.figure.name)
-    table, _ = run_figure(str(cfg.figure.name), experiment, str(cfg.figure.point_task), params,
-                          list(hc.overrides.task), out_dir)
+    overrides = [o for o in hc.overrides.task if not o.startswith("figure.axes=")] + list(cfg.figure.axes)
+    table, _ = run_figure(str(cfg.figure.name), experiment, str(cfg.figure.point_task), params, overrides, out_dir)
     return table
