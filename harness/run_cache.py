@@ -109,7 +109,9 @@ def lookup(cfg: DictConfig, key: str, out_dir: Path) -> bool:
     src = entry(cfg, key)
     if not (src / "results.csv").is_file():
         return False
-    shutil.copytree(src, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("results.csv"))
+    # copyfile, not copy2: the files get this process's umask, as the run's own files would
+    shutil.copytree(src, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("results.csv"),
+                    copy_function=shutil.copyfile)
     shutil.copyfile(src / "results.csv", out_dir / "results.csv")  # last: marks the folder finished
     return True
 

@@ -65,8 +65,9 @@ def _clear(out_dir: Path) -> None:
 
 
 def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
-    """Run cfg's experiment into out_dir (or take it from the cache); raise on failure, after
-    recording it in status.json. label: how a sweep summary names the point (its overrides)."""
+    """Run cfg's experiment into out_dir (or take it from the cache); raise on failure. label: how
+    a sweep summary names the point (its overrides); a labelled point records a failure in
+    status.json, an unlabelled single run leaves no file behind."""
     from harness import experiments
 
     out_dir = Path(out_dir)
@@ -86,6 +87,8 @@ def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
         write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # only beside a result
         write_csv_atomic(out_dir / "results.csv", df)
     except BaseException as exc:
+        if not label:  # a single run that failed leaves nothing behind; a sweep point says why it failed
+            raise
         write_status(out_dir, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", started,
                      message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__, key=key, label=label)
         raise
