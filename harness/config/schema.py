@@ -154,6 +154,42 @@ class DriftConfig:
     """Seeds of each point (rows per seed)."""
 
 
+@dataclass
+class CacheConfig:
+    """The run cache (harness/run_cache.py): a run whose resolved config, code and input files
+    were run before is copied from the cache instead of simulated."""
+
+    enabled: bool = True
+    """Look runs up in the cache and store finished ones."""
+    dir: Optional[str] = None
+    """Where entries live; null: $CAIS_CACHE_DIR, else $XDG_CACHE_HOME/cais-sim (~/.cache/cais-sim)."""
+
+
+@dataclass
+class FigureConfig:
+    """Figure experiments (conf/experiment/fig*.yaml, table2): their points are the Hydra sweeper
+    params of the experiment; each point is one ordinary run of point_task."""
+
+    name: str = ""
+    """The figure (harness/figures/<name>.py: how the points become its table and PNG)."""
+    point_task: str = "simulate"
+    """The experiment each point runs."""
+    axes: list[str] = field(default_factory=list)
+    """Overrides with several values (scheme=a,b) of a run without -m; the CLI sets it from the
+    command line (harness/sweep.py), each replacing that axis of the grid."""
+
+
+@dataclass
+class PaperConfig:
+    """experiment=paper: every figure, one after another, each in <out_dir>/<figure>."""
+
+    figures: list[str] = field(default_factory=lambda: ["fig2", "fig11", "fig12", "fig13", "fig14", "fig15",
+                                                        "fig16", "fig17", "fig18", "table2"])
+    """The figure experiments to run."""
+    overrides: Dict[str, list[str]] = field(default_factory=dict)
+    """Extra overrides per figure (figure name -> list of KEY=VALUE; conf/paper/tiny.yaml)."""
+
+
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for prefix, cls in groups.items():
@@ -203,6 +239,9 @@ def build_root() -> type:
         ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
         ("compare", CompareConfig, field(default_factory=CompareConfig)),
         ("drift", DriftConfig, field(default_factory=DriftConfig)),
+        ("cache", CacheConfig, field(default_factory=CacheConfig)),
+        ("figure", FigureConfig, field(default_factory=FigureConfig)),
+        ("paper", PaperConfig, field(default_factory=PaperConfig)),
     ]
     taken = {name for name, _, _ in fixed}
     clash = taken & {name for name, _, _ in param_fields}
