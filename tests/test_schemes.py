@@ -73,6 +73,32 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
     return out
 
 
+def cais_bytes(phase: str, workload: str) -> dict[str, int]:
+    """CAIS moves each remote line once per merge session from its owner: a ReduceScatter's
+    red.cais send (N-1)/N D per GPU (the owner's own partial stays local); an AG-GEMM's tile
+    (m, n) loads its A rows (tm x K) with ld.cais, so every line of the gathered tensor D leaves
+    its owner once per column of tiles (the engine does not keep remote lines in the
+    requester's L2, spec A7); a gather copy for the weight gradients loads D once more. Each
+    owner flags each of its 128-row blocks ready to the N-1 other GPUs (8 B each)."""
+    from harness.workload.graph import Collective, Gemm
+    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
+    for op in g.ops:
+        if not isinstance(op, Collective):
+            continue
+        if op.kind == "reduce_scatter":
+            out["cais_red"] += (G - 1) * op.bytes
+            continue
+        out["write"] += G * (G - 1) * 8 * (op.rows // G // 128)
+        consumers = g.consumers(op.name)
+        ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
+        for c in ag_gemms:
+            out["cais_ld_resp"] += op.bytes * math.ceil(c.N / plan(c.M, c.N, c.K, 66, 128).tn)
+        if len(ag_gemms) < len(consumers):
+            out["cais_ld_resp"] += op.bytes
+    return out
+
+
 def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     """Payload bytes summed over the 8 GPUs, per packet type, from spec section 1.6 (D = bytes of
     the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
@@ -82,6 +108,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     for an AllReduce, 1 for RS/AG; ring: one per step per channel per chunk)."""
     if scheme == "ladm":
         return ladm_bytes(phase, workload)
+    if scheme.startswith("cais"):
+        return cais_bytes(phase, workload)
     spec = schemes.get(scheme)
     params = schemes.params_from_config(spec, compose(*BASE, f"scheme={scheme}").scheme)
     C = getattr(params, "channels", 0)
@@ -127,7 +155,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm"])
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm",
+                                    "cais", "cais_wo_coord", "cais_partial"])
 @pytest.mark.parametrize("phase,workload", CASES)
 def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
     row = _run(tmp_path, scheme, phase, workload)
@@ -145,6 +174,17 @@ def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_pa
     assert a.equals(b)
     ka = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_0" / "kernels.csv")
     kb = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_2" / "kernels.csv")
+    assert ka.equals(kb)
+
+
+def test_cais_results_are_deterministic_and_partition_invariant(engines, tmp_path):
+    a = _run(tmp_path, "cais", "training", "sublayer_l4")
+    b = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    c = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=8", "cosim.switches_per_process=4",
+             "cosim.colocate=true")
+    assert a.equals(b) and a.equals(c)
+    ka = pd.read_csv(tmp_path / "cais_training_sublayer_l4_0" / "kernels.csv")
+    kb = pd.read_csv(tmp_path / "cais_training_sublayer_l4_2" / "kernels.csv")
     assert ka.equals(kb)
 
 
