@@ -52,11 +52,22 @@ def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     (d,) = la_pub.deps
     assert (d.producer, d.scale_num, d.lo, d.hi) == (ln, 128, 0, 127)
     assert k_ag_gate.grid_y == 9216 // 128
-    # FFN1 tile row by waits for gathered row block by; its A rows come through ld.cais
+    # row block by is copied once (ld.cais from its owner) when its flag is set; FFN1 tile row
+    # by waits for that copy and reads the rows locally
+    gather, la_gather, k_gather = _launch(low, "ag_ln2.gather")
+    (d,) = la_gather.deps
+    assert (d.producer, d.key) == (ag_gate, isa.ROW) and list(la_gather.after) == []
+    assert [i.op for i in k_gather.program if i.op != isa.CAIS_SYNC] == [isa.LD_CAIS, isa.ST]
     (d,) = la_ffn1.deps
-    assert (d.producer, d.key) == (ag_gate, isa.ROW)
-    ops = {i.op for i in k_ffn1.program}
-    assert isa.LD_CAIS in ops and isa.LD_REMOTE not in ops
+    assert (d.producer, d.key) == (gather, isa.ROW)
+    assert not {isa.LD_CAIS, isa.LD_REMOTE} & {i.op for i in k_ffn1.program}
+    # without the reuse, every FFN1 tile ld.cais's its A rows from their owner
+    _, low = _lower("cais", "inference", "sublayer_l1", "scheme.reuse_remote_rows=false", model="llama_7b")
+    ag_gate, _, _ = _launch(low, "ag_ln2.gate")
+    _, la_ffn1, k_ffn1 = _launch(low, "ffn1")
+    (d,) = la_ffn1.deps
+    assert (d.producer, d.key) == (ag_gate, isa.ROW) and k_ffn1.cais.enabled
+    assert isa.LD_CAIS in {i.op for i in k_ffn1.program}
 
 
 def test_the_producer_keeps_a_static_share_of_the_sms_beside_the_consumer():

@@ -73,13 +73,13 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-def cais_bytes(phase: str, workload: str) -> dict[str, int]:
-    """CAIS moves each remote line once per merge session from its owner: a ReduceScatter's
-    red.cais send (N-1)/N D per GPU (the owner's own partial stays local); an AG-GEMM's tile
-    (m, n) loads its A rows (tm x K) with ld.cais, so every line of the gathered tensor D leaves
-    its owner once per column of tiles (the engine does not keep remote lines in the
-    requester's L2, spec A7); a gather copy for the weight gradients loads D once more. Each
-    owner flags each of its 128-row blocks ready to the N-1 other GPUs (8 B each)."""
+def cais_bytes(phase: str, workload: str, reuse: bool = True) -> dict[str, int]:
+    """CAIS moves each remote line once per merge session from its owner (spec 1.6): a
+    ReduceScatter's red.cais send (N-1)/N D per GPU (the owner's own partial stays local); a
+    gathered tensor D leaves its owners once (ld.cais by the per-row-block copy, the reuse of
+    spec A7), or with reuse=False once per column of tiles of each AG-GEMM (tile (m, n) loads its
+    A rows itself) plus once for a copy the weight gradients read. Each owner flags each of its
+    128-row blocks ready to the N-1 other GPUs (8 B each)."""
     from harness.workload.graph import Collective, Gemm
     g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
     out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
@@ -92,6 +92,9 @@ def cais_bytes(phase: str, workload: str) -> dict[str, int]:
         out["write"] += G * (G - 1) * 8 * (op.rows // G // 128)
         consumers = g.consumers(op.name)
         ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
+        if reuse:
+            out["cais_ld_resp"] += op.bytes
+            continue
         for c in ag_gemms:
             out["cais_ld_resp"] += op.bytes * math.ceil(c.N / plan(c.M, c.N, c.K, 66, 128).tn)
         if len(ag_gemms) < len(consumers):
@@ -175,6 +178,14 @@ def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_pa
     ka = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_0" / "kernels.csv")
     kb = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_2" / "kernels.csv")
     assert ka.equals(kb)
+
+
+@pytest.mark.parametrize("phase,workload", [("inference", "sublayer_l2"), ("training", "layer")])
+def test_cais_without_remote_line_reuse_fetches_once_per_tile_column(engines, tmp_path, phase, workload):
+    row = _run(tmp_path, "cais", phase, workload, "scheme.reuse_remote_rows=false")
+    for kind, nbytes in cais_bytes(phase, workload, reuse=False).items():
+        assert row.get(f"bytes_{kind}", 0) == nbytes, kind
+    assert cais_bytes(phase, workload, reuse=False)["cais_ld_resp"] > cais_bytes(phase, workload)["cais_ld_resp"]
 
 
 def test_cais_results_are_deterministic_and_partition_invariant(engines, tmp_path):

@@ -48,6 +48,7 @@ MIN_SHARE = 0.25     # spec 3.6 (2): at least 25 % of the SMs for each overlappe
 # stream priorities (higher dispatches first): waiters must find a slot, LN rows must not queue
 # behind GEMM tiles, the producer keeps its partition ahead of the consumer
 PRIO_GATE, PRIO_LN, PRIO_RS, PRIO_AG, PRIO_OTHER = 4, 3, 2, 1, 0
+GATHER_ROW_BYTES = 512  # bytes of a row one gather block copies (128 rows x 512 B = 64 KiB per block)
 
 
 @dataclass
@@ -59,6 +60,12 @@ class CaisParams(SchemeParams):
     throttle: bool = True
     """TB-aware request throttling in the merge unit (step 3); conf/scheme sets
     net.cais_merge.throttle from it."""
+    reuse_remote_rows: bool = True
+    """True: a gathered row block's remote lines are fetched once (ld.cais) into local memory
+    by a per-row-block copy that the AG-GEMM's tiles of those rows depend on: what the
+    requester's L2 keeping remote lines across a row of tiles gives (spec A7; the engine keeps
+    no remote lines in L2). False: every AG-GEMM tile ld.cais's its own A rows, so the gathered
+    tensor leaves its owners once per column of tiles (A7's sensitivity)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class CaisLowering(Lowering):
     def __init__(self, graph: Graph, target, params: CaisParams, scheme: str):
         super().__init__(graph, target, scheme)
         self.coord = Coordination(params.pre_launch, params.pre_access)
+        self.reuse = params.reuse_remote_rows
         self.done: dict[str, tuple[int, ...]] = {}        # op -> launches whose end is the op's end
         self.shard_ready: dict[str, tuple[int, int]] = {}  # op -> (launch, its blocks per row block)
         self.ag_gate: dict[str, int] = {}                 # AG op -> gate launch (row r of blocks = row block r)
@@ -231,43 +239,55 @@ class CaisLowering(Lowering):
         self.done[ag.name] = (gate,)
 
     def gather(self, ag: Collective) -> None:
-        """The gathered tensor in local memory for consumers other than AG-GEMMs (weight
-        gradients): row block by loaded once from its owner, after the AG-GEMMs of the same
-        gather (so that their merge sessions and the copy's never mix)."""
+        """The gathered tensor in local memory: each row block's lines loaded once from its
+        owner with ld.cais, in column chunks of at most GATHER_ROW_BYTES per row (one block
+        each), released by the row block's ready flag. Without reuse_remote_rows it serves only
+        the weight gradients and runs after the AG-GEMMs of the same gather (so that their merge
+        sessions and the copy's never mix)."""
         G, src, gate = self.t.gpus, self.ag_src[ag.name], self.ag_gate[ag.name]
         R = self.row_blocks(ag.name, ag.rows // G)
-        block = BLOCK_ROWS * ag.cols * ELEM
+        ldh = ag.cols * ELEM
+        chunk = math.gcd(ldh, GATHER_ROW_BYTES)
         full = self.tensor(ag.name, ag.bytes)
 
         def build(load_kind, _reduce):
-            ki, p = self.b.kernel(f"{ag.name}.gather", 1, self.t.gpus * R, threads=128, regs=32)
-            peer, addr = affine(0), affine(0, by=block)
+            ki, p = self.b.kernel(f"{ag.name}.gather", ldh // chunk, G * R, threads=128, regs=32)
+            peer, addr = affine(0), affine(0, bx=chunk, by=BLOCK_ROWS * ldh)
             peer.quotient.add(block_y=1, divisor=R, scale=1)
-            addr.quotient.add(block_y=1, divisor=R, scale=-R * block)
+            addr.quotient.add(block_y=1, divisor=R, scale=-R * BLOCK_ROWS * ldh)
             op = {"cais": isa.LD_CAIS, "remote": isa.LD_REMOTE}[load_kind]
-            p.ins(op, buffer=src, peer=peer, addr=addr, rows=1, row_bytes=block, reg=1)
-            p.ins(isa.ST, buffer=full, addr=affine(0, by=block), rows=1, row_bytes=block, reg=1)
+            p.ins(op, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1)
+            p.ins(isa.ST, buffer=full, addr=affine(0, bx=chunk, by=BLOCK_ROWS * ldh), rows=BLOCK_ROWS, row_bytes=chunk,
+                  row_stride=ldh, reg=1)
             return ki
         ki = compile_by_hand(self.b, build, self.coord)
         dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
         after = set(self.chain_after[ag.name])
         after.update(li for o in self.ag_gemms(ag.name) for li in self.done.get(o.name, ()))
-        self.done[ag.name] = (self.launch(ag, ki, self.stream(PRIO_AG), after=tuple(after), deps=(dep,)),)
+        self.done[ag.name] = (self.launch(ag, ki, self.stream(PRIO_LN), after=tuple(after), deps=(dep,)),)
 
     def ag_gemm(self, op: Gemm) -> None:
+        """Tile row by starts when its gathered rows are ready: fetched by the row block's copy
+        (reuse_remote_rows), else loaded by the tile itself with ld.cais from the owner."""
         ag = self.g.op(op.deps[0])
-        G = self.t.gpus
-        owner_rows = op.M // G
+        owner_rows = op.M // self.t.gpus
         c = plan(op.M, op.N, op.K, self.t.num_sms, math.gcd(owner_rows, BLOCK_ROWS))
-        a, w, out = self.ag_src[ag.name], self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
+        w, out = self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
+        if self.reuse:
+            if self.done[ag.name] == (self.ag_gate[ag.name],):
+                self.gather(ag)
+            (ready,) = self.done[ag.name]
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.tensors[ag.name], w=w, out=out, config=c)
+        else:
+            ready = self.ag_gate[ag.name]
 
-        def build(load_kind, _reduce):
-            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=out,
-                                     source=Source(load_kind, owner_rows), config=c)
-            return ki
-        ki = compile_by_hand(self.b, build, self.coord)
+            def build(load_kind, _reduce):
+                ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.ag_src[ag.name], w=w, out=out,
+                                         source=Source(load_kind, owner_rows), config=c)
+                return ki
+            ki = compile_by_hand(self.b, build, self.coord)
         per = c.tm // BLOCK_ROWS
-        dep = {"producer": self.ag_gate[ag.name], "key": isa.ROW, "scale_num": max(1, per),
+        dep = {"producer": ready, "key": isa.ROW, "scale_num": max(1, per),
                "scale_den": 1 if per else BLOCK_ROWS // c.tm, "lo": 0, "hi": max(0, per - 1)}
         li = self.launch(op, ki, self.stream(PRIO_AG), after=self.chain_after[ag.name], deps=(dep,))
         self.done[op.name] = (li,)
