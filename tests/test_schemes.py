@@ -100,6 +100,35 @@ def cais_base_bytes(phase: str, workload: str, compiled: bool = True) -> dict[st
     return out
 
 
+def cais_bytes(phase: str, workload: str, reuse: bool = True) -> dict[str, int]:
+    """CAIS moves each remote line once per merge session from its owner (spec 1.6): a
+    ReduceScatter's red.cais send (N-1)/N D per GPU (the owner's own partial stays local); a
+    gathered tensor D leaves its owners once (ld.cais by the per-row-block copy, the reuse of
+    spec A7), or with reuse=False once per column of tiles of each AG-GEMM (tile (m, n) loads its
+    A rows itself) plus once for a copy the weight gradients read. Each owner flags each of its
+    128-row blocks ready to the N-1 other GPUs (8 B each)."""
+    from harness.workload.graph import Collective, Gemm
+    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
+    for op in g.ops:
+        if not isinstance(op, Collective):
+            continue
+        if op.kind == "reduce_scatter":
+            out["cais_red"] += (G - 1) * op.bytes
+            continue
+        out["write"] += G * (G - 1) * 8 * (op.rows // G // 128)
+        consumers = g.consumers(op.name)
+        ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
+        if reuse:
+            out["cais_ld_resp"] += op.bytes
+            continue
+        for c in ag_gemms:
+            out["cais_ld_resp"] += op.bytes * math.ceil(c.N / plan(c.M, c.N, c.K, 66, 128).tn)
+        if len(ag_gemms) < len(consumers):
+            out["cais_ld_resp"] += op.bytes
+    return out
+
+
 def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     """Payload bytes summed over the 8 GPUs, per packet type, from spec section 1.6 (D = bytes of
     the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
@@ -111,6 +140,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
         return ladm_bytes(phase, workload)
     if scheme == "cais_base":
         return cais_base_bytes(phase, workload)
+    if scheme.startswith("cais"):
+        return cais_bytes(phase, workload)
     spec = schemes.get(scheme)
     params = schemes.params_from_config(spec, compose(*BASE, f"scheme={scheme}").scheme)
     C = getattr(params, "channels", 0)
@@ -157,7 +188,7 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm",
-                                    "cais_base"])
+                                    "cais_base", "cais", "cais_wo_coord", "cais_partial"])
 @pytest.mark.parametrize("phase,workload", CASES)
 def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
     row = _run(tmp_path, scheme, phase, workload)
@@ -195,6 +226,27 @@ def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_pa
     assert a.equals(b)
     ka = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_0" / "kernels.csv")
     kb = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_2" / "kernels.csv")
+    assert ka.equals(kb)
+
+
+def test_cais_without_remote_line_reuse_fetches_once_per_tile_column(engines, tmp_path):
+    """(On model=tiny every AG-GEMM is one column of tiles: the weight gradients' copies, made
+    after the AG-GEMM, then fetch the gathered rows a second time.)"""
+    phase, workload = "training", "layer"
+    row = _run(tmp_path, "cais", phase, workload, "scheme.reuse_remote_rows=false")
+    for kind, nbytes in cais_bytes(phase, workload, reuse=False).items():
+        assert row.get(f"bytes_{kind}", 0) == nbytes, kind
+    assert cais_bytes(phase, workload, reuse=False)["cais_ld_resp"] > cais_bytes(phase, workload)["cais_ld_resp"]
+
+
+def test_cais_results_are_deterministic_and_partition_invariant(engines, tmp_path):
+    a = _run(tmp_path, "cais", "training", "sublayer_l4")
+    b = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    c = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=8", "cosim.switches_per_process=4",
+             "cosim.colocate=true")
+    assert a.equals(b) and a.equals(c)
+    ka = pd.read_csv(tmp_path / "cais_training_sublayer_l4_0" / "kernels.csv")
+    kb = pd.read_csv(tmp_path / "cais_training_sublayer_l4_2" / "kernels.csv")
     assert ka.equals(kb)
 
 

@@ -106,6 +106,7 @@ void HopperGpu::handle(const Event& e) {
     case kPortFree: return ports_.pump(e.arg32);
     case kLaunchReady: return sched_.on_launch_ready(static_cast<std::uint32_t>(e.arg));
     case kDispatch: return sched_.on_dispatch();
+    case kThrottleExpiry: return remote_.hold_expired(e.arg);
     case kRespond: return hub_.on_respond(static_cast<PacketHandle>(e.arg));
     default: throw InvariantError(name() + ": unknown event kind");
   }

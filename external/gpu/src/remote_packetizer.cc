@@ -312,17 +312,31 @@ void RemotePacketizer::place_response(const RemoteOp& op, const Packet& p) {
 }
 
 // No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).
-void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on) {
+// A hold ends at THROTTLE aux = 0 or after its aux ns, whichever comes first: the switch sends
+// no lift for a hold that has run out.
+void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps) {
   ++throttles_;
   const std::uint64_t key = (static_cast<std::uint64_t>(sw) << 32) | group;
-  if (on) {
-    if (throttle_keys_.insert(key).second) ++throttled_groups_[group];
-  } else if (throttle_keys_.erase(key)) {
-    if (--throttled_groups_[group] == 0) {
-      throttled_groups_.erase(group);
-      for (std::uint32_t q = 0; q < queues_.size(); ++q)
-        if (!queues_[q].ops.empty()) pump(q);
-    }
+  if (!on) return lift(key);
+  const TimePs until = ctx_.now() + hold_ps;
+  auto [it, fresh] = throttle_until_.try_emplace(key, until);
+  if (fresh) ++throttled_groups_[group];
+  it->second = until;
+  ctx_.schedule(until, kThrottleExpiry, key);
+}
+
+void RemotePacketizer::hold_expired(std::uint64_t key) {
+  auto it = throttle_until_.find(key);
+  if (it != throttle_until_.end() && it->second <= ctx_.now()) lift(key);
+}
+
+void RemotePacketizer::lift(std::uint64_t key) {
+  if (!throttle_until_.erase(key)) return;
+  const auto group = static_cast<std::uint32_t>(key);
+  if (--throttled_groups_[group] == 0) {
+    throttled_groups_.erase(group);
+    for (std::uint32_t q = 0; q < queues_.size(); ++q)
+      if (!queues_[q].ops.empty()) pump(q);
   }
 }
 

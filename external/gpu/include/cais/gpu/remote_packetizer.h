@@ -45,8 +45,10 @@ class RemotePacketizer {
   void on_response(PacketHandle h);
   // One packet of op `oi` complete (its response, or on the wire for posted ones).
   void packet_done(std::uint32_t oi);
-  // THROTTLE from switch `sw` for `group` (on / off).
-  void throttle(std::uint32_t sw, std::uint32_t group, bool on);
+  // THROTTLE from switch `sw` for `group`: on for at most `hold_ps` (the packet's aux), or off.
+  void throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps);
+  // kThrottleExpiry: the hold of (switch << 32) | group ran out, unless renewed since.
+  void hold_expired(std::uint64_t key);
 
   std::uint32_t live() const { return live_; }
   std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
@@ -60,6 +62,7 @@ class RemotePacketizer {
     std::uint32_t outstanding = 0;  // requests in flight
   };
   void pump(std::uint32_t q);
+  void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // Cut the next packet off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
   void emit(RemoteOp& op, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
@@ -77,7 +80,7 @@ class RemotePacketizer {
   std::uint32_t live_ = 0;
   std::uint64_t tag_seq_ = 0;
   std::vector<std::uint32_t> elems_;  // scratch of packet_elements
-  std::unordered_set<std::uint64_t> throttle_keys_;                   // (switch << 32) | group
+  std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
   Histogram latency_ns_;
