@@ -253,7 +253,11 @@ def _assign(cfg: BooksimConfig, stmt: str, where: str) -> None:
 def load(path: str | Path) -> BooksimConfig:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("net.booksim_config", f"cannot read '{p}': {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ConfigError("net.booksim_config", f"{p}:{line}: byte 0x{exc.object[exc.start]:02x} is not UTF-8 text; "
+                          "allowed: a BookSim config in UTF-8 (ASCII)") from None
     return parse_text(text, str(p)).validate()

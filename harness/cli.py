@@ -26,49 +26,26 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness import CONF_DIR
-from harness.config.precheck import check_out_dir, precheck
+from harness import single_run, sweep as sweeps
+from harness.config.precheck import precheck
 from harness.config.run_dir import discard_run_dir
 from harness.config.schema import register
 from harness.cosim import cancel, progress
 from harness.errors import CaisError
-from harness.results import split_timing, write_csv_atomic, write_text_atomic
 
 register()
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
-EXIT_SWEEP_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by SIGINT
-
-# Points of a multirun sweep, filled by _app as Hydra runs them one after another.
-_sweep: dict[str, list] = {"done": [], "failed": []}
-
 
 def _fail(message: str) -> None:
     print(f"cais-sim: error: {message}", file=sys.stderr)
 
 
-def run_task(cfg: DictConfig) -> Path:
-    """Run cfg's experiment in Hydra's run folder; return the path of results.csv."""
-    from harness import experiments
-
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    check_out_dir(out_dir)
-    results, timing_csv = out_dir / "results.csv", out_dir / "timing.csv"
-    outputs = [out_dir / n for n in ("results.csv", "timing.csv", "config.yaml", "stats.csv", "series.csv",
-                                     "kernels.csv")]
-    for stale in outputs:  # a failed rerun must not leave old files looking like its result
-        try:
-            stale.unlink(missing_ok=True)
-        except OSError as exc:
-            raise CaisError(f"out_dir: cannot remove {stale}: {exc.strerror}") from None
-    runner = experiments.get(cfg.task)
-    df, timing = split_timing(runner(cfg, out_dir))
-    if timing is not None:
-        write_csv_atomic(timing_csv, timing)
-    write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # only beside a result
-    write_csv_atomic(results, df)
-    return results
+def run_task(cfg: DictConfig, label: str = "") -> single_run.Outcome:
+    """Run cfg's experiment in Hydra's run folder (harness/single_run.py: cache, results, status)."""
+    return single_run.execute(cfg, Path(HydraConfig.get().runtime.output_dir), label=label)
 
 
 def _describe_failure(exc: Exception) -> tuple[str, int]:
@@ -84,10 +61,13 @@ def _describe_failure(exc: Exception) -> tuple[str, int]:
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     sweep = hc.mode == RunMode.MULTIRUN
-    point = f"#{hc.job.num} ({' '.join(hc.overrides.task) or 'defaults'})" if sweep else ""
+    label = ' '.join(hc.overrides.task) or 'defaults'
+    if sweep and cfg.task == "figure":  # a point of a figure's multirun; the figure step follows (harness/sweep.py)
+        cfg.task = cfg.figure.point_task
+    point = f"#{hc.job.num} ({label})" if sweep else ""
     try:
         with progress.reporting(cfg.cosim.progress):
-            results = run_task(cfg)
+            outcome = run_task(cfg, label=label if sweep else "")
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line (or one sweep point)
@@ -100,26 +80,18 @@ def _app(cfg: DictConfig) -> None:
             _fail(message)
             sys.exit(code)
         _fail(f"point {point}: {message}")
-        _sweep["failed"].append((point, message))
         return
     import pandas as pd
 
-    df = pd.read_csv(results)
+    from harness import experiments
+
+    df = pd.read_csv(outcome.results)
+    shown = experiments.display_columns(cfg.task)
+    if shown:
+        df = df[[c for c in shown if c in df.columns]]
     with pd.option_context("display.max_columns", 30, "display.width", 160):
         print(df.to_string(index=False))
-    print(f"results: {results}", flush=True)
-    if sweep:
-        _sweep["done"].append((point, results))
-
-
-def _sweep_summary() -> int:
-    done, failed = _sweep["done"], _sweep["failed"]
-    if not done and not failed:
-        return 0
-    print(f"sweep: {len(done)} of {len(done) + len(failed)} points succeeded", file=sys.stderr)
-    for point, message in failed:
-        print(f"  failed {point}: {message.splitlines()[0]}", file=sys.stderr)
-    return EXIT_SWEEP_FAILED if failed else 0
+    print(f"results: {outcome.results}{' (from the cache)' if outcome.cached else ''}", flush=True)
 
 
 def _on_sigint(signum, frame) -> None:
@@ -140,6 +112,8 @@ def main() -> None:
 
             print(describe.usage())
             return
+        argv = sweeps.one_process_argv(argv)  # experiment=fig11 scheme=a,b without -m (harness/sweep.py)
+        sys.argv[1:] = argv
         precheck(argv)
         _app()
     except CaisError as exc:
@@ -148,7 +122,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("cais-sim: interrupted (engines stopped; the interrupted run wrote no results)", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    sys.exit(_sweep_summary())
+    sys.exit(sweeps.last_exit)  # a multirun's summary (harness/sweep.py) sets it
 
 
 if __name__ == "__main__":

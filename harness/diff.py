@@ -1,8 +1,10 @@
-"""cais-diff RESULTS.csv REFERENCE.csv [--rtol X] [--atol Y] [--key COL ...]
+"""cais-diff RESULTS.csv REFERENCE.csv [--rtol X] [--atol Y] [--keys COL ...]
 
-Compares two result CSVs row by row (matched on the key columns: by default every non-numeric
-column present in both) and every shared numeric column within tolerance. Exit status 0 when
-they agree, 1 when they differ (each difference printed), 2 on bad input.
+Compares two result CSVs row by row, matched on the key columns (default: every non-numeric
+column present in both), and every shared numeric column within |a - b| <= atol + rtol |b|.
+Wall-clock columns (``wall_s``, ``*_wall_s``) are never compared: they differ between any two
+runs. Prints a table of the differences (the row's keys, column, result, reference, relative
+difference). Exit status 0 when they agree, 1 when they differ, 2 on bad input.
 """
 from __future__ import annotations
 
@@ -13,45 +15,67 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.results import is_timing_column
 
-def compare(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float, keys: list[str] | None) -> list[str]:
-    shared = [c for c in ref.columns if c in res.columns]
+
+def _numeric(df: pd.DataFrame, c: str) -> bool:
+    return pd.api.types.is_numeric_dtype(df[c])
+
+
+def differences(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float,
+                keys: list[str] | None) -> tuple[pd.DataFrame, list[str]]:
+    """(a table of the values outside tolerance, problems of shape: missing rows or columns)."""
+    shared = [c for c in ref.columns if c in res.columns and not is_timing_column(str(c))]
     if keys is None:
-        keys = [c for c in shared if not pd.api.types.is_numeric_dtype(ref[c])]
-    numeric = [c for c in shared if c not in keys and pd.api.types.is_numeric_dtype(ref[c])
-               and pd.api.types.is_numeric_dtype(res[c])]
-    problems = []
-    missing_cols = [c for c in ref.columns if c not in res.columns]
-    if missing_cols:
-        problems.append(f"columns missing from results: {missing_cols}")
+        keys = [c for c in shared if not _numeric(ref, c)]
+    bad_keys = [k for k in keys if k not in ref.columns or k not in res.columns]
+    if bad_keys:
+        raise ValueError(f"key column(s) {bad_keys} not in both files")
+    values = [c for c in shared if c not in keys and _numeric(ref, c) and _numeric(res, c)]
+    problems = [f"column missing from results: {c}" for c in ref.columns
+                if c not in res.columns and not is_timing_column(str(c))]
     if keys:
         merged = ref.merge(res, on=keys, how="left", suffixes=("_ref", "_res"), indicator=True)
-        for _, row in merged[merged["_merge"] == "left_only"].iterrows():
-            problems.append(f"row missing from results: {dict((k, row[k]) for k in keys)}")
+        for _, r in merged[merged["_merge"] == "left_only"].iterrows():
+            problems.append("row missing from results: " + ", ".join(f"{k}={r[k]}" for k in keys))
         merged = merged[merged["_merge"] == "both"]
     else:
         if len(res) != len(ref):
             problems.append(f"row count {len(res)} != reference {len(ref)}")
         merged = ref.add_suffix("_ref").join(res.add_suffix("_res"), how="inner")
-    for _, row in merged.iterrows():
-        for c in numeric:
-            a, b = row[f"{c}_res"], row[f"{c}_ref"]
-            if (isinstance(a, float) and math.isnan(a)) and (isinstance(b, float) and math.isnan(b)):
+    rows = []
+    for idx, r in merged.iterrows():
+        for c in values:
+            a, b = r[f"{c}_res"], r[f"{c}_ref"]
+            if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
                 continue
             if not abs(a - b) <= atol + rtol * abs(b):
-                where = ", ".join(f"{k}={row[k]}" for k in keys) if keys else f"row {row.name}"
-                problems.append(f"{where}: {c} = {a} vs reference {b} (rtol {rtol})")
-    return problems
+                where = {k: r[k] for k in keys} if keys else {"row": idx}
+                rows.append({**where, "column": c, "result": a, "reference": b,
+                             "rel_diff": (a - b) / abs(b) if b else float("inf")})
+    return pd.DataFrame(rows), problems
+
+
+def compare(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float, keys: list[str] | None) -> list[str]:
+    """Every difference as one line (empty: the results agree with the reference)."""
+    table, problems = differences(res, ref, rtol, atol, keys)
+    lines = list(problems)
+    for _, r in table.iterrows():
+        where = ", ".join(f"{k}={r[k]}" for k in table.columns[:-4])
+        lines.append(f"{where}: {r['column']} = {r['result']} vs reference {r['reference']} (rtol {rtol})")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="cais-diff", description="Compare a results CSV with a reference CSV.")
     ap.add_argument("results")
     ap.add_argument("reference")
-    ap.add_argument("--rtol", type=float, default=0.0)
-    ap.add_argument("--atol", type=float, default=0.0)
-    ap.add_argument("--key", action="append", help="key column (repeatable); default: non-numeric columns")
+    ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0: exact)")
+    ap.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    ap.add_argument("--keys", nargs="+", help="columns that identify a row (default: the non-numeric ones)")
+    ap.add_argument("--key", action="append", help="one key column (repeatable; same as --keys)")
     args = ap.parse_args(argv)
+    keys = (args.keys or []) + (args.key or []) or None
     frames = []
     for p in (args.results, args.reference):
         path = Path(p)
@@ -60,14 +84,22 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         try:
             frames.append(pd.read_csv(path))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is one line
             print(f"cais-diff: error: {p}: not a readable CSV ({exc})", file=sys.stderr)
             sys.exit(2)
-    problems = compare(frames[0], frames[1], args.rtol, args.atol, args.key)
+    try:
+        table, problems = differences(frames[0], frames[1], args.rtol, args.atol, keys)
+    except ValueError as exc:
+        print(f"cais-diff: error: --keys: {exc}", file=sys.stderr)
+        sys.exit(2)
     for p in problems:
         print(p)
-    print(f"cais-diff: {'OK' if not problems else f'{len(problems)} difference(s)'}")
-    sys.exit(1 if problems else 0)
+    if not table.empty:
+        with pd.option_context("display.max_columns", 30, "display.width", 200, "display.max_rows", 500):
+            print(table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    n = len(problems) + len(table)
+    print(f"cais-diff: {'OK' if not n else f'{n} difference(s)'} (rtol {args.rtol}, atol {args.atol})")
+    sys.exit(1 if n else 0)
 
 
 if __name__ == "__main__":

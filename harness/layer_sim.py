@@ -6,7 +6,9 @@ sub-layer: from its producer GEMM's start to its consumer GEMM's end, spec secti
 e2e_ms = model.layers x the layer time (workload=layer only; every layer is identical, so the
 layer count scales absolute times and leaves speedups alone, spec A3). kernels.csv beside
 results.csv has every op's kernels with their start and end (earliest start, latest end over the
-GPUs); stats.csv every engine statistic (bytes by packet type per GPU, per-link flits).
+GPUs); stats.csv every engine statistic (bytes by packet type per GPU, per-link flits). With the
+merge unit on (net.features has cais_merge) the row also has its summary: table high-water marks,
+hits, misses, evictions, timeouts, bypasses and the first-to-last wait (harness/merge_stats.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from omegaconf import DictConfig
 
 from harness import schemes
 from harness.errors import ConfigError
+from harness.merge_stats import merge_summary
 from harness.results import write_csv_atomic
 from harness.schemes.lowering import Target
 from harness.cosim.runner import SimResult
@@ -114,4 +117,6 @@ def run_with_result(cfg: DictConfig, out_dir: Path) -> tuple[pd.DataFrame, SimRe
         if m and value:
             key = f"bytes_{m.group(1).lower()}"
             row[key] = row.get(key, 0) + int(value)
+    if "cais_merge" in str(cfg.net.features).split(","):
+        row.update(merge_summary(stats))  # table high-water marks, hits ... bypasses, waits
     return pd.DataFrame([row]), result

@@ -7,6 +7,7 @@ from omegaconf import DictConfig
 
 from harness import params as param_groups
 from harness import topology
+from harness.gpu import power
 from harness.cosim import SimResult, simulate
 
 
@@ -14,7 +15,7 @@ def engine_params(cfg: DictConfig) -> dict[str, Any]:
     flat = param_groups.flatten(cfg, param_groups.discover())
     flat["host.gpu_model"] = cfg.system.gpu_model
     flat["host.switch_model"] = cfg.system.switch_model
-    return flat
+    return power.resolve_clock(flat)
 
 
 def cosim_options(cfg: DictConfig) -> dict[str, Any]:

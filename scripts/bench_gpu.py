@@ -66,6 +66,7 @@ def configure_system(wl, system: str, features: str) -> "pb.Configure":
     topo = topology.build(cfg.system)
     params = engine_params(cfg)
     params["gpu.launch_skew_ns"] = 0.0
+    params["gpu.clock_spread_frac"] = 0.0
     c = standalone.configure(wl, params, num_gpus=0)
     c.topology.CopyFrom(topo)
     del c.hosted_nodes[:]
@@ -113,7 +114,7 @@ def main() -> int:
     exe = standalone.binary()
     rows = []
     wl = ffn_local()
-    cfg = standalone.configure(wl, standalone.gpu_params({"launch_skew_ns": 0.0}), num_gpus=8)
+    cfg = standalone.configure(wl, standalone.gpu_params({"launch_skew_ns": 0.0, "clock_spread_frac": 0.0}), num_gpus=8)
     rows.append(report("ffn_local_8gpu", [run_cfg(cfg, exe) for _ in range(args.repeat)]))
     for mode, feats in (("cais", "group_sync,cais_merge"), ("remote", "")):
         wl = kernels.ag_gemm(args.ag_tokens, 1408, 4096, 8, mode=mode)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,8 @@ from harness import CONF_DIR, REPO_ROOT
 from harness.engines import engine_dir
 
 CAIS_SIM = [sys.executable, "-m", "harness.cli"]
+# The run cache of the test session: never the user's, and empty at the start.
+os.environ["CAIS_CACHE_DIR"] = tempfile.mkdtemp(prefix="cais-test-cache-")
 
 
 @pytest.fixture(scope="session")

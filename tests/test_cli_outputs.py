@@ -52,7 +52,8 @@ def test_out_dir_gets_everything_and_the_working_directory_nothing(engines, tmp_
     cwd.mkdir()
     finish(start(cwd, *TINY_TRAFFIC, f"out_dir={out}"))
     assert list(cwd.iterdir()) == []  # no outputs/, no .hydra, no cli.log
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "results.csv", "series.csv", "stats.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "results.csv", "series.csv", "stats.csv",
+                                                        "status.json"]
 
 
 def test_a_sweep_gives_each_point_its_own_folder(engines, tmp_path):
@@ -75,7 +76,7 @@ def test_results_are_byte_identical_and_wall_clock_goes_to_timing(engines, tmp_p
     outs = [tmp_path / n for n in ("a", "b")]
     for out in outs:
         run_cli("experiment=net_synthetic", f"net.booksim_config={BOOKSIM_SMALL}", "net.injection_rates=[0.1]",
-                f"out_dir={out}")
+                f"out_dir={out}", "cache.enabled=false")  # both runs simulate: nothing from the run cache
     assert outs[0].joinpath("results.csv").read_bytes() == outs[1].joinpath("results.csv").read_bytes()
     results = read_results(outs[0])
     assert not [c for c in results.columns if "wall" in c]

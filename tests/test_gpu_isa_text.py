@@ -85,15 +85,17 @@ def test_errors_name_the_line(bad):
 
 
 def test_gpu_invariance_is_visible_to_a_compiler_pass():
+    from harness.compiler.index_analysis import variance_reason
     w = t.parse(SRC)
     prog = w.kernels[0].program
-    assert t.gpu_invariant(prog[1])        # ld A[16384*bx - 128*L0 + 5]: same on every GPU
-    assert not t.gpu_invariant(prog[2])    # ld.cais from peer (g + 1) % 8: depends on the GPU
-    assert not t.gpu_invariant(prog[4])    # mma: not a memory access
+    assert variance_reason(prog[1]) == ""       # ld A[16384*bx - 128*L0 + 5]: same on every GPU
+    assert "peer" in variance_reason(prog[2])    # ld.cais from peer (g + 1) % 8: depends on the GPU
     w2 = t.parse(".workload x gpus=8\n.buffer A bytes=4096\n.kernel k grid=1x1\n"
-                 "  ld.remote buf=A addr=[64*bx] peer=[3]\n  st buf=A addr=[64*g]\n.end\n")
-    assert t.gpu_invariant(w2.kernels[0].program[0])
-    assert not t.gpu_invariant(w2.kernels[0].program[1])
+                 "  ld.remote buf=A addr=[64*bx] peer=[3]\n  st buf=A addr=[64*g]\n"
+                 "  red.remote buf=A addr=[64*bx] peer=[3]\n.end\n")
+    assert variance_reason(w2.kernels[0].program[0]) == ""
+    assert "address" in variance_reason(w2.kernels[0].program[1])
+    assert w2.kernels[0].program[2].op == t.isa.RED_REMOTE and t.format(w2).count("red.remote") == 1
 
 
 @pytest.mark.parametrize("text,bx,loops,want", [

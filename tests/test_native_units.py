@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 # Every gtest binary the build must produce; a missing one fails (gtest not found, target lost).
-EXPECTED = ["cais_common_tests", "cais_net_tests", "cais_net_router_tests", "cais_gpu_tests"]
+EXPECTED = ["cais_common_tests", "cais_net_tests", "cais_net_router_tests", "cais_gpu_tests", "cais_fuzz_tests"]
 
 
 def test_ctest_knows_every_binary(engines):

@@ -73,6 +73,62 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
     return out
 
 
+def cais_base_bytes(phase: str, workload: str, compiled: bool = True) -> dict[str, int]:
+    """CAIS-Base (spec 1.6) summed over the GPUs. GEMM-RS: every GPU sends the (N-1)/N of its
+    partial that others own, (N-1) D in all, as red.cais or plain red (the merge happens beyond
+    the GPUs' links). AG-GEMM: each A line is asked for by the N-1 GPUs that do not own it; merged
+    (ld.cais) its owner answers once per merge session, and there is one session per consumer
+    tile column (gx of them: the engine keeps no remote line in L2, spec A7), so gx D in all;
+    as plain remote loads N-1 times that. A re-gather: D, or (N-1) D. Before every gather a
+    barrier: N-1 flag writes of 8 B per GPU."""
+    from harness.workload.graph import Collective, Gemm
+    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    load, copies = ("cais_ld_resp", 1) if compiled else ("read_resp", G - 1)
+    out = {"cais_red": 0, "cais_ld_resp": 0, "read_resp": 0, "write": 0}
+    for i, op in enumerate(g.ops):
+        if not isinstance(op, Collective):
+            continue
+        if op.kind == "reduce_scatter":
+            out["cais_red"] += (G - 1) * op.bytes
+            continue
+        out["write"] += G * 8 * (G - 1)
+        nxt = g.ops[i + 1] if i + 1 < len(g.ops) else None
+        gx = 1
+        if isinstance(nxt, Gemm) and nxt.a_gathered and nxt.deps == (op.name,):
+            gx = math.ceil(nxt.N / plan(nxt.M, nxt.N, nxt.K, 66, nxt.M // G).tn)
+        out[load] += copies * gx * op.bytes
+    return out
+
+
+def cais_bytes(phase: str, workload: str, reuse: bool = True) -> dict[str, int]:
+    """CAIS moves each remote line once per merge session from its owner (spec 1.6): a
+    ReduceScatter's red.cais send (N-1)/N D per GPU (the owner's own partial stays local); a
+    gathered tensor D leaves its owners once (ld.cais by the per-row-block copy, the reuse of
+    spec A7), or with reuse=False once per column of tiles of each AG-GEMM (tile (m, n) loads its
+    A rows itself) plus once for a copy the weight gradients read. Each owner flags each of its
+    128-row blocks ready to the N-1 other GPUs (8 B each)."""
+    from harness.workload.graph import Collective, Gemm
+    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
+    for op in g.ops:
+        if not isinstance(op, Collective):
+            continue
+        if op.kind == "reduce_scatter":
+            out["cais_red"] += (G - 1) * op.bytes
+            continue
+        out["write"] += G * (G - 1) * 8 * (op.rows // G // 128)
+        consumers = g.consumers(op.name)
+        ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
+        if reuse:
+            out["cais_ld_resp"] += op.bytes
+            continue
+        for c in ag_gemms:
+            out["cais_ld_resp"] += op.bytes * math.ceil(c.N / plan(c.M, c.N, c.K, 66, 128).tn)
+        if len(ag_gemms) < len(consumers):
+            out["cais_ld_resp"] += op.bytes
+    return out
+
+
 def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     """Payload bytes summed over the 8 GPUs, per packet type, from spec section 1.6 (D = bytes of
     the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
@@ -82,6 +138,10 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     for an AllReduce, 1 for RS/AG; ring: one per step per channel per chunk)."""
     if scheme == "ladm":
         return ladm_bytes(phase, workload)
+    if scheme == "cais_base":
+        return cais_base_bytes(phase, workload)
+    if scheme.startswith("cais"):
+        return cais_bytes(phase, workload)
     spec = schemes.get(scheme)
     params = schemes.params_from_config(spec, compose(*BASE, f"scheme={scheme}").scheme)
     C = getattr(params, "channels", 0)
@@ -127,7 +187,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm"])
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "fuselib", "fuselib_nvls", "t3", "t3_nvls", "ladm",
+                                    "cais_base", "cais", "cais_wo_coord", "cais_partial"])
 @pytest.mark.parametrize("phase,workload", CASES)
 def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, phase, workload):
     row = _run(tmp_path, scheme, phase, workload)
@@ -138,6 +199,28 @@ def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, p
     assert (kernels["end_us"] > kernels["start_us"]).all()
 
 
+def test_cais_ld_replaced_by_plain_remote_loads_moves_n_minus_1_times_the_bytes(engines, tmp_path):
+    """The traffic claim (issue 15): with the compiler off the AG-GEMM's remote loads are plain
+    loads, each answered by the owner for every requester; with it on, once per merge session.
+    Both counts equal the analytical formula, N-1 = 7x apart; the merged reductions likewise
+    reach the homes once per line instead of N-1 times."""
+    # No launch skew: CAIS-Base has no coordination, so a skew beyond the merge timeout flushes
+    # partial sums (more reduction bytes at the homes, tested in test_drift / DRIFT.md).
+    on = _run(tmp_path, "cais_base", "inference", "sublayer_l1", "gpu.launch_skew_ns=0")
+    off = _run(tmp_path, "cais_base", "inference", "sublayer_l1", "scheme.compile=false", "gpu.launch_skew_ns=0")
+    want_on, want_off = cais_base_bytes("inference", "sublayer_l1"), cais_base_bytes("inference", "sublayer_l1", False)
+    assert on["bytes_cais_ld_resp"] == want_on["cais_ld_resp"] > 0 and on.get("bytes_read_resp", 0) == 0
+    assert off["bytes_read_resp"] == want_off["read_resp"] == (G - 1) * on["bytes_cais_ld_resp"]
+    assert off.get("bytes_cais_ld_resp", 0) == 0
+    assert on["bytes_cais_red"] == off["bytes_cais_red"] == want_on["cais_red"]
+    rx = {}
+    for name, label in (("cais_base_inference_sublayer_l1_1", "on"), ("cais_base_inference_sublayer_l1_2", "off")):
+        st = pd.read_csv(tmp_path / name / "stats.csv")
+        rx[label] = st.loc[st["name"].str.fullmatch(r"gpu\d+\.rx\.CAIS_RED\.bytes"), "value"].sum()
+    D = 1024 * 256 * 2  # model=tiny: tokens x hidden x 2 B
+    assert rx["on"] == D and rx["off"] == (G - 1) * D
+
+
 def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_path):
     a = _run(tmp_path, "coconet_nvls", "training", "sublayer_l3")
     b = _run(tmp_path, "coconet_nvls", "training", "sublayer_l3", "cosim.gpus_per_process=1",
@@ -145,6 +228,27 @@ def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_pa
     assert a.equals(b)
     ka = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_0" / "kernels.csv")
     kb = pd.read_csv(tmp_path / "coconet_nvls_training_sublayer_l3_2" / "kernels.csv")
+    assert ka.equals(kb)
+
+
+def test_cais_without_remote_line_reuse_fetches_once_per_tile_column(engines, tmp_path):
+    """(On model=tiny every AG-GEMM is one column of tiles: the weight gradients' copies, made
+    after the AG-GEMM, then fetch the gathered rows a second time.)"""
+    phase, workload = "training", "layer"
+    row = _run(tmp_path, "cais", phase, workload, "scheme.reuse_remote_rows=false")
+    for kind, nbytes in cais_bytes(phase, workload, reuse=False).items():
+        assert row.get(f"bytes_{kind}", 0) == nbytes, kind
+    assert cais_bytes(phase, workload, reuse=False)["cais_ld_resp"] > cais_bytes(phase, workload)["cais_ld_resp"]
+
+
+def test_cais_results_are_deterministic_and_partition_invariant(engines, tmp_path):
+    a = _run(tmp_path, "cais", "training", "sublayer_l4")
+    b = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=1", "cosim.switches_per_process=1")
+    c = _run(tmp_path, "cais", "training", "sublayer_l4", "cosim.gpus_per_process=8", "cosim.switches_per_process=4",
+             "cosim.colocate=true")
+    assert a.equals(b) and a.equals(c)
+    ka = pd.read_csv(tmp_path / "cais_training_sublayer_l4_0" / "kernels.csv")
+    kb = pd.read_csv(tmp_path / "cais_training_sublayer_l4_2" / "kernels.csv")
     assert ka.equals(kb)
 
 

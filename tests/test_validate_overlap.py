@@ -22,7 +22,7 @@ def test_validate_overlap_columns_and_determinism(tmp_path, engines, cli):
     pd.DataFrame(ROWS).to_csv(csv, index=False)
     outs = []
     for run in ("a", "b"):
-        cli("experiment=validate_overlap", f"validate.input={csv}", f"out_dir={tmp_path / run}",
+        cli("experiment=validate_overlap", f"validate.input={csv}", f"out_dir={tmp_path / run}", "cache.enabled=false",
             env={"CAIS_ENGINE_DIR": str(engines)})
         outs.append((tmp_path / run / "results.csv").read_bytes())
         timing = pd.read_csv(tmp_path / run / "timing.csv")

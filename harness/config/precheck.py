@@ -68,9 +68,14 @@ def compose_all(points: list[list[str]]) -> list:
     from harness.config.schema import register
 
     register()
+    from omegaconf import OmegaConf
+
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return [compose(config_name="config", overrides=p) for p in points]
+            cfgs = [compose(config_name="config", overrides=p) for p in points]
+        for cfg in cfgs:  # interpolations (seed=${x}) resolve lazily: a bad one must fail here, not mid-run
+            OmegaConf.to_container(cfg, resolve=True)
+        return cfgs
     except Exception as exc:  # Hydra and OmegaConf raise many types; all are user errors here
         raise ConfigError("", one_line(exc)) from None
 

@@ -111,6 +111,85 @@ class ValidateConfig:
     algorithms as tile-ISA kernels on the Hopper engine, harness/kernels: what schemes run)."""
 
 
+@dataclass
+class CompareConfig:
+    """experiment=compare: schemes side by side on one layer workload."""
+
+    schemes: list[str] = field(default_factory=lambda: ["tp_nvls", "cais"])
+    """Schemes to run (conf/scheme names), in the order of the table and figure."""
+    baseline: str = "tp_nvls"
+    """The scheme every speedup is relative to (one of compare.schemes)."""
+
+
+@dataclass
+class DriftConfig:
+    """experiment=drift_sensitivity: each cross-GPU drift source scaled alone (docs/DRIFT.md)."""
+
+    case: str = "ag_gemm"
+    """ag_gemm: the ld.cais AG-GEMM of harness/gpu/kernels.py (8 GPUs, pre-launch sync switchable);
+    layer: the configured workload / model / phase lowered by the configured scheme (e.g. t3_nvls),
+    whose sync is the scheme's own."""
+    sources: list[str] = field(default_factory=lambda: ["launch_skew", "block_jitter", "tb_order", "clock_spread"])
+    """Sources to scale: launch_skew (gpu.launch_skew_ns), block_jitter (gpu.block_jitter_frac),
+    tb_order (gpu.tb_order_window), clock_spread (gpu.clock_spread_frac)."""
+    levels: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0, 2.0])
+    """Multiples of each source's reference value (the gpu.* default; tb_order: order_reference_window)."""
+    order_reference_window: int = 18
+    """Reference dispatch-order window: measured at 8 blocks per SM (a block overtaken by up to 17
+    places); at one block per SM no reordering was measured, so the default window is 1. Level x
+    gives the window max(1, round(x * this))."""
+    sync: list[bool] = field(default_factory=lambda: [True, False])
+    """case=ag_gemm: pre-launch group sync on and off."""
+    m: int = 4096
+    """case=ag_gemm: rows of A (a multiple of 8 x 128)."""
+    n: int = 128
+    """case=ag_gemm: columns of B (a multiple of 128). One column of blocks (128) requests every A
+    line once per GPU, so each line is one merge session; with more, a GPU's second request can
+    reach a session before another GPU's first and sessions end by timeout (issue 15, item 4)."""
+    k: int = 512
+    """case=ag_gemm: the inner dimension (a multiple of 64)."""
+    sms: int = 8
+    """case=ag_gemm: SMs per GPU its kernels may use (0: all of gpu.num_sms)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of each point (rows per seed)."""
+
+
+@dataclass
+class CacheConfig:
+    """The run cache (harness/run_cache.py): a run whose resolved config, code and input files
+    were run before is copied from the cache instead of simulated."""
+
+    enabled: bool = True
+    """Look runs up in the cache and store finished ones."""
+    dir: Optional[str] = None
+    """Where entries live; null: $CAIS_CACHE_DIR, else $XDG_CACHE_HOME/cais-sim (~/.cache/cais-sim)."""
+
+
+@dataclass
+class FigureConfig:
+    """Figure experiments (conf/experiment/fig*.yaml, table2): their points are the Hydra sweeper
+    params of the experiment; each point is one ordinary run of point_task."""
+
+    name: str = ""
+    """The figure (harness/figures/<name>.py: how the points become its table and PNG)."""
+    point_task: str = "simulate"
+    """The experiment each point runs."""
+    axes: list[str] = field(default_factory=list)
+    """Overrides with several values (scheme=a,b) of a run without -m; the CLI sets it from the
+    command line (harness/sweep.py), each replacing that axis of the grid."""
+
+
+@dataclass
+class PaperConfig:
+    """experiment=paper: every figure, one after another, each in <out_dir>/<figure>."""
+
+    figures: list[str] = field(default_factory=lambda: ["fig2", "fig11", "fig12", "fig13", "fig14", "fig15",
+                                                        "fig16", "fig17", "fig18", "table2"])
+    """The figure experiments to run."""
+    overrides: Dict[str, list[str]] = field(default_factory=dict)
+    """Extra overrides per figure (figure name -> list of KEY=VALUE; conf/paper/tiny.yaml)."""
+
+
 def _group_tree(groups: dict[str, type]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for prefix, cls in groups.items():
@@ -158,6 +237,11 @@ def build_root() -> type:
             "doc": "The scheme that lowers a layer workload (conf/scheme: name plus its own parameters, declared "
                    "by its module in harness/schemes; none for workload=traffic)."})),
         ("validate", ValidateConfig, field(default_factory=ValidateConfig)),
+        ("compare", CompareConfig, field(default_factory=CompareConfig)),
+        ("drift", DriftConfig, field(default_factory=DriftConfig)),
+        ("cache", CacheConfig, field(default_factory=CacheConfig)),
+        ("figure", FigureConfig, field(default_factory=FigureConfig)),
+        ("paper", PaperConfig, field(default_factory=PaperConfig)),
     ]
     taken = {name for name, _, _ in fixed}
     clash = taken & {name for name, _, _ in param_fields}

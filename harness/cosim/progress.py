@@ -1,4 +1,5 @@
-"""The progress line: simulated time, share of the expected work where known, events per second.
+"""The progress line: simulated time, share of the expected work where known (with the time
+left), events per second.
 
 The CLI opens one reporter per run (:func:`reporting`), on stderr, with ``cosim.progress``:
 ``auto`` shows it only when stderr is a terminal, ``true`` always, ``false`` never. It appears
@@ -56,13 +57,23 @@ class Progress:
         self._events = 0
         self._rate_mark: tuple[float, int] | None = None
         self._events_per_s = 0.0
+        self._work_start: tuple[float, int] | None = None
 
     # ------------------------------------------------------------ what the run reports
     def work(self, done: int, total: int | None, label: str = "") -> None:
-        """Units of the expected work finished (rows, injection rates) out of total."""
+        """Units of the expected work finished (rows, injection rates, a figure's runs) out of
+        total; the line then shows the time left, from the mean time per unit so far."""
         with self._lock:
+            if self._work_start is None:
+                self._work_start = (time.monotonic(), done)
             self._done, self._total, self._label = done, total, label
             self._refresh()
+
+    def _eta_s(self) -> float | None:
+        if not self._total or self._work_start is None or self._done <= self._work_start[1]:
+            return None
+        per_unit = (time.monotonic() - self._work_start[0]) / (self._done - self._work_start[1])
+        return per_unit * (self._total - self._done)
 
     def simulated(self, sim_ps: int, events: int) -> None:
         """The lock-step loop's simulated time and the engines' cumulative event count."""
@@ -81,6 +92,9 @@ class Progress:
             parts.append(f"{self._events_per_s / 1e6:.2f} M events/s")
         if self._total:
             parts.insert(0, f"{self._label or 'done'} {self._done}/{self._total}")
+            eta = self._eta_s()
+            if eta is not None:
+                parts.append(f"~{eta / 60:.1f} min left" if eta >= 60 else f"~{eta:.0f} s left")
         return " | ".join(parts)
 
     def _refresh(self) -> None:

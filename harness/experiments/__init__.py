@@ -1,7 +1,8 @@
 """Experiments: one module each, ``run(cfg, out_dir) -> pandas.DataFrame``.
 
 The CLI looks the module up by ``task`` (set by conf/experiment/<name>.yaml), so a new
-experiment is one module here plus one YAML file, with no edits elsewhere.
+experiment is one module here plus one YAML file, with no edits elsewhere. A module may name the
+columns the CLI prints (``DISPLAY``); results.csv always has them all.
 """
 from __future__ import annotations
 
@@ -20,8 +21,16 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-def get(name: str) -> Runner:
+def _module(name: str):
     if name not in available():
         raise ConfigError("task", f"unknown experiment '{name}' (available: {', '.join(available())})")
-    module = importlib.import_module(f"{__name__}.{name}")
-    return module.run
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def get(name: str) -> Runner:
+    return _module(name).run
+
+
+def display_columns(name: str) -> list[str] | None:
+    """The columns the CLI prints of an experiment's results (its module's DISPLAY; None: all)."""
+    return getattr(_module(name), "DISPLAY", None)

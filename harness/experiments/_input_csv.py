@@ -6,6 +6,7 @@ name: an empty file, a header without rows, a missing column, a size written wit
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -58,7 +59,7 @@ def integers(path: Path, df: pd.DataFrame, column: str, minimum: int, optional: 
             values.append(pd.NA)
             continue
         number = pd.to_numeric(pd.Series([raw]), errors="coerce").iloc[0]
-        if pd.isna(number) or number != int(number) or int(number) < minimum:
+        if pd.isna(number) or not math.isfinite(number) or number != int(number) or int(number) < minimum:
             shown = "" if pd.isna(raw) else raw
             raise ConfigError(KEY, f"{where(path, df, i)}: {column} '{shown}' is not allowed; allowed: a whole "
                               f"number >= {minimum}{' or blank' if optional else ''} (no units: 64MiB is 67108864)")

@@ -50,7 +50,7 @@ def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
         raise ConfigError("validate.input", f"{p} lacks columns {missing} (needs {', '.join(REQUIRED)})")
     if df.empty:
         raise ConfigError("validate.input", f"{p} has no rows")
-    for i, row in df.iterrows():
+    for i, (_, row) in enumerate(df.iterrows()):  # not the index: a row with extra fields makes it a name
         where = f"{p} row {i + 2}"  # line number in the file (header is line 1)
         for c in ("M", "N", "K", "ctas", "bytes"):
             v = pd.to_numeric(row[c], errors="coerce")
@@ -111,6 +111,7 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
     df = df.copy()
     base = {k if k.startswith("gpu.") else f"gpu.{k}": v for k, v in gpu_params.items()}
     base["gpu.launch_skew_ns"] = 0.0
+    base["gpu.clock_spread_frac"] = 0.0  # the measured GPU ran at the measured clock
     slots = vk.measured_cluster_slots(vk.DEVICE_SMS)
     if slots is not None:
         base["gpu.max_clusters_4"] = slots

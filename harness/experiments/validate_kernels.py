@@ -3,8 +3,10 @@
 Reads ``validate.input`` (CSV: name,kind,M,N,K,num_sms[,measured_us,...]; default: the measured
 H100 kernels of harness/data/measured/h100_kernels.csv), builds each kernel with
 harness.gpu.kernels (gemm, layernorm, attention), runs it on the GPU engine's standalone main
-with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the row's measured SM clock when
-the input has one (column ``sm_clock_mhz``), ``gpu.max_clusters_4`` = the cluster capacity
+with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the clock the power model predicts
+for the row's SMs and load (tensor for gemm and attention, memory for layernorm; never the row's
+measured clock: a user has none for a new case) unless ``gpu.clock_mhz`` > 0 fixes one (column
+``sim_clock_mhz``), ``gpu.max_clusters_4`` = the cluster capacity
 measured for a partition of that size (h100_partitions_clusters.csv: the whole GPU, or the
 driver-made partitions the kernels were measured in) where there is one, and the resolved
 ``gpu.*`` parameters, and returns the
@@ -25,10 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness.errors import ConfigError
 from harness.experiments import _input_csv as input_csv
-from harness.gpu import kernels, standalone
+from harness.gpu import kernels, power, standalone
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
 SUPPORTED = ("gemm", "layernorm", "attention")
+LOAD = {"gemm": "tensor", "attention": "tensor", "layernorm": "memory"}  # power-model load kind
 DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics plan for these
 CLUSTERS_CSV = REPO_ROOT / "harness" / "data" / "measured" / "h100_partitions_clusters.csv"
 
@@ -71,7 +74,7 @@ def build(row: Any, params: dict[str, Any]):
 
 def measured_clock_mhz(row: Any) -> float | None:
     """The row's measured SM clock (column sm_clock_mhz, NVML median while the kernel ran back to
-    back), or None: rows without one run at the configured gpu.clock_mhz."""
+    back), or None (validate_concurrent replays it; validate_kernels predicts the clock instead)."""
     v = pd.to_numeric(row.get("sm_clock_mhz", None), errors="coerce")
     return float(v) if v == v and v is not None and v > 0 else None
 
@@ -81,13 +84,14 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
     df = df.copy()
     base = {k if k.startswith("gpu.") else f"gpu.{k}": v for k, v in gpu_params.items()}
     base["gpu.launch_skew_ns"] = 0.0
+    base["gpu.clock_spread_frac"] = 0.0  # the measured GPU ran at the measured clock
     wls, ovs, cfgs = [], [], []
     for _, row in df.iterrows():
         ov = dict(base)
         ov["gpu.num_sms"] = int(row["num_sms"])
-        clock = measured_clock_mhz(row)
-        if clock:  # the SM clock the kernel ran at (H100s throttle under the power cap)
-            ov["gpu.clock_mhz"] = clock
+        ov = standalone.gpu_params(ov)
+        if float(ov["gpu.clock_mhz"]) <= 0:  # power-aware: H100s throttle under the power cap
+            ov["gpu.clock_mhz"] = power.settled_clock_mhz(int(row["num_sms"]), LOAD[str(row["kind"])], ov)
         slots = measured_cluster_slots(int(row["num_sms"]))
         if slots is not None:
             ov["gpu.max_clusters_4"] = slots
@@ -97,6 +101,7 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         cfgs.append(desc)
     results = standalone.run_many(wls, ovs, jobs=jobs or os.cpu_count() or 2)
     df["sim_us"] = [round(standalone.kernel_time_us(r), 3) for r in results]
+    df["sim_clock_mhz"] = [float(ov["gpu.clock_mhz"]) for ov in ovs]
     df["sim_config"] = cfgs
     df["sim_events"] = [int(r.get("engine.events", 0)) for r in results]
     if "measured_us" in df.columns:

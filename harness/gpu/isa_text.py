@@ -41,7 +41,7 @@ isa = load("isa")
 
 MNEMONIC = {
     isa.LD: "ld", isa.ST: "st", isa.LD_REMOTE: "ld.remote", isa.ST_REMOTE: "st.remote",
-    isa.LD_CAIS: "ld.cais", isa.RED_CAIS: "red.cais", isa.MM_LD_REDUCE: "multimem.ld_reduce",
+    isa.LD_CAIS: "ld.cais", isa.RED_CAIS: "red.cais", isa.RED_REMOTE: "red.remote", isa.MM_LD_REDUCE: "multimem.ld_reduce",
     isa.MM_ST: "multimem.st", isa.MM_RED: "multimem.red", isa.DMA_COPY: "dma.copy",
     isa.DMA_REDUCE: "dma.reduce", isa.MMA: "mma", isa.ALU: "alu", isa.BAR: "bar", isa.WAIT: "wait",
     isa.FLAG_WAIT: "flag.wait", isa.FLAG_SIGNAL: "flag.signal", isa.CAIS_SYNC: "cais.sync",
@@ -195,23 +195,6 @@ def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] 
     return v % a.modulo if a.modulo else v
 
 
-REMOTE_OPS = None  # filled below (needs isa)
-
-
-def gpu_invariant(ins) -> bool:
-    """True when the memory location an instruction touches does not depend on the GPU id:
-    neither its address nor (for remote ops) its target GPU has a gpu coefficient. Blocks with
-    the same blockIdx on different GPUs then access the same data: the CAIS compiler pass turns
-    such loads/reductions into ld.cais / red.cais and groups the blocks (paper III-B1)."""
-    if ins.op not in _BUFFER_OPS:
-        return False
-    if ins.HasField("addr") and ins.addr.gpu != 0:
-        return False
-    if ins.op in REMOTE_OPS and ins.HasField("peer") and ins.peer.gpu != 0:
-        return False
-    return True
-
-
 # ---------------------------------------------------------------- instructions
 def format_instr(ins, buffers: list[str]) -> str:
     name = MNEMONIC[ins.op] + (".async" if ins.is_async else "")
@@ -239,11 +222,11 @@ def format_instr(ins, buffers: list[str]) -> str:
     return s + (f" ; {ins.comment}" if ins.comment else "")
 
 
-_BUFFER_OPS = {isa.LD, isa.ST, isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS,
+_BUFFER_OPS = {isa.LD, isa.ST, isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, isa.RED_REMOTE,
                isa.MM_LD_REDUCE, isa.MM_ST, isa.MM_RED, isa.DMA_COPY, isa.DMA_REDUCE,
                isa.DMA_PUSH, isa.DMA_PUSH_REDUCE, isa.FLAG_WAIT, isa.FLAG_SIGNAL}
 DMA_OPS = {isa.DMA_COPY, isa.DMA_REDUCE, isa.DMA_PUSH, isa.DMA_PUSH_REDUCE}  # with a source buffer
-REMOTE_OPS = {isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, *DMA_OPS}
+REMOTE_OPS = {isa.LD_REMOTE, isa.ST_REMOTE, isa.LD_CAIS, isa.RED_CAIS, isa.RED_REMOTE, *DMA_OPS}
 _KV = re.compile(r"(\w+)=(\[[^\]]*\]|\S+)")
 
 

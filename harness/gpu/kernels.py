@@ -13,10 +13,11 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
+from harness.gpu import power
 from harness.gpu.isa_text import isa
 from harness.params.gpu import GpuParams
 
@@ -145,7 +146,7 @@ def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: Gpu
     """Analytical time of one configuration on num_sms SMs (the heuristic's cost model, not the
     simulation)."""
     p = _params(p)
-    clk = p.clock_mhz * 1e6
+    clk = (p.clock_mhz if p.clock_mhz > 0 else power.settled_clock_mhz(num_sms, "tensor", asdict(p))) * 1e6
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
     kts = math.ceil(K / TK)
     mma_s = 2 * c.tm * c.tn * TK / (p.tc_flops_per_cycle_per_sm * p.tc_efficiency * clk)

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from harness.cosim import to_param_value
 from harness.engines import engine_dir
 from harness.errors import CaisError, ConfigError
+from harness.gpu import power
 from harness.params.gpu import GpuParams
 from harness.protocol import cosim as pb
 
@@ -40,7 +41,7 @@ def configure(workload, params: dict[str, Any], *, num_gpus: int = 1, seed: int 
         cfg.hosted_nodes.append(g)
         cfg.node_engine.append(0)
     cfg.topology.name = f"standalone{num_gpus}"
-    full = dict(params)
+    full = power.resolve_clock(dict(params))
     full.setdefault("host.gpu_model", "hopper")
     full.setdefault("host.switch_model", "none")
     for k, v in full.items():

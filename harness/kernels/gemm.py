@@ -11,6 +11,9 @@ and then runs its epilogue. Operand sources for A (`Source.kind`):
 Result sinks (`Sink.kind`):
   local      C [M, N] in local memory;
   red_cais   partial tile reduced into its owner's row shard [owner_rows, N] with red.cais;
+  red_remote the same reduction as a plain remote atomic add (red.global.add on the owner's
+             address, RED_REMOTE): the source form of a GEMM-RS, which the CAIS compiler
+             (harness.compiler) rewrites to red.cais; the owner's own tile is a local add;
   st_remote  partial tile written (remote store) into slot g of the owner's staging buffer
              [gpus x owner_rows, N] (FuseLib's zero-copy direct reduce-scatter);
   none       nothing stored (a consumer of the tile lives in the same block).
@@ -39,8 +42,8 @@ class Source:
 
 @dataclass(frozen=True)
 class Sink:
-    kind: str = "local"     # local | red_cais | st_remote | none
-    owner_rows: int = 0     # rows of C each GPU owns (red_cais, st_remote)
+    kind: str = "local"     # local | red_cais | red_remote | st_remote | none
+    owner_rows: int = 0     # rows of C each GPU owns (red_cais, red_remote, st_remote)
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Signal:
 
 
 SOURCES = ("local", "remote", "cais")
-SINKS = ("local", "red_cais", "st_remote", "none")
+SINKS = ("local", "red_cais", "red_remote", "st_remote", "none")
+REDUCING_SINKS = {"red_cais": isa.RED_CAIS, "red_remote": isa.RED_REMOTE}
 
 
 def plan(M: int, N: int, K: int, num_sms: int, row_multiple: int = 0, gpu_params=None) -> calibrated.GemmConfig:
@@ -107,7 +111,7 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     if sink.kind not in SINKS:
         raise ValueError(f"gemm '{name}': unknown sink '{sink.kind}'")
     sharded = [r for r in (source.owner_rows if source.kind != "local" else 0,
-                           sink.owner_rows if sink.kind in ("red_cais", "st_remote") else 0) if r]
+                           sink.owner_rows if sink.kind in ("red_cais", "red_remote", "st_remote") else 0) if r]
     row_multiple = math.gcd(*sharded) if sharded else 0
     c = config or plan(M, N, K, num_sms or b.num_sms, row_multiple)
     if row_multiple and (row_multiple % c.tm or M % c.tm):
@@ -157,8 +161,8 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
             c_addr = rotated(c_addr, shard[0] * ldc, b.gpus, shard[1])
         p.ins(isa.ST, buffer=out, addr=c_addr, rows=tm_eff,
               row_bytes=tn_eff * ELEM, row_stride=ldc)
-    elif sink.kind == "red_cais":
-        p.ins(isa.RED_CAIS, buffer=out, peer=_owner(c.tm, sink.owner_rows),
+    elif sink.kind in REDUCING_SINKS:
+        p.ins(REDUCING_SINKS[sink.kind], buffer=out, peer=_owner(c.tm, sink.owner_rows),
               addr=_owner_terms(affine(0, bx=c.tn * ELEM), c.tm, sink.owner_rows, ldc),
               rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc)
     elif sink.kind == "st_remote":  # slot g of the owner's staging buffer

@@ -28,10 +28,27 @@ class GpuParams:
 
     num_sms: int = 132
     """Streaming multiprocessors (66 for the paper's half-scale system)."""
-    clock_mhz: float = 1620.0
-    """SM clock under sustained tensor load: the median NVML clock of the 60 measured cuBLAS GEMMs
-    on the whole H100 (power-capped; 1335-1980 MHz by kernel; harness/data/measured/h100_kernels.csv,
-    column sm_clock_mhz). A 66-SM partition runs cooler: 1860 MHz (conf/system/dgx_h100_half.yaml)."""
+    clock_mhz: float = 0.0
+    """SM clock (MHz). 0: power-aware, the clock the GPU settles at under power_limit_w with all
+    num_sms SMs running tensor-core kernels (harness/gpu/power.py; an H100 at 700 W: 1395 MHz on
+    132 SMs, 1815 on 66, 1980 on 33); the run reports it (stat gpu.clock_mhz). > 0: this fixed clock
+    (validation runs of a known clock)."""
+    max_clock_mhz: float = 1980.0
+    """Maximum boost SM clock (H100 SXM5: 1980 MHz, nvidia-smi clocks.max.sm)."""
+    power_limit_w: float = 700.0
+    """Board power limit the clock is throttled to (H100 SXM5: 700 W, NVML enforced limit)."""
+    # BEGIN POWER (scripts/fit_power.py --write rewrites these from harness/data/measured/h100_power.csv)
+    power_static_w: float = 517.1
+    """Board power not proportional to busy SMs under load: idle, HBM, L2, fabric (W; fitted)."""
+    power_tensor_w_per_sm: float = 3.413
+    """Dynamic power of one SM running tensor-core kernels at max_clock_mhz (W; fitted); scales
+    with f V(f)^2."""
+    power_memory_w: float = 19.08
+    """Dynamic power of a memory-bound kernel at max_clock_mhz beyond power_static_w, whole GPU (W;
+    fitted; such kernels stay at the maximum clock)."""
+    power_voltage_floor: float = 0.1772
+    """V(0) / V(max_clock) of the linear voltage-frequency curve V(f) (fitted)."""
+    # END POWER
     tc_flops_per_cycle_per_sm: int = 4096
     """Dense FP16/BF16 tensor-core FLOP per clock per SM (FP8 x2, FP32/TF32 x0.5)."""
     alu_flops_per_cycle_per_sm: int = 256
@@ -70,11 +87,32 @@ class GpuParams:
     8: LLaMA-7B L1 layer times within 1.2 % of one packet per line at 7-13x less CPU
     (docs/PERFORMANCE.md, "Bulk packets", has the convergence as N -> 1); 1 = one packet per
     line, what the validation experiments use (conf/experiment/validate_*.yaml)."""
-    launch_skew_ns: float = 1000.0
-    """Uniform random delay [0, x) added per GPU to each launch: host launch skew across GPUs
-    (separate processes enqueueing kernels; order of a microsecond). Seeded (seed, GPU)."""
-    block_jitter_frac: float = 0.02
-    """Relative standard deviation of each block's compute time (seeded, per block)."""
+    # Cross-GPU drift sources (docs/DRIFT.md). Each is drawn per (seed, GPU, launch, block) by
+    # the engine (external/gpu drift.h), so runs stay deterministic and partition invariant and
+    # scaling one source leaves the others' draws alone. Measured on one lent H100 by
+    # scripts/measure/measure_drift_sources.py (harness/data/measured/h100_drift_sources.csv).
+    launch_skew_ns: float = 12400.0
+    """Host launch skew across GPUs: a delay drawn uniformly from [0, x) once per GPU (seeded) and
+    added to every launch the host enqueues there (no device predecessor), so a GPU's launches
+    shift together and keep their order. Measured: the launch-to-first-block latency of an
+    idle H100 launched from Python (CuPy) varies with a std of 3.57 us over 2000 launches
+    (launch_jitter_std_ns, detrended); a uniform [0, x) has that std at x = 3.57 x sqrt(12)."""
+    block_jitter_frac: float = 0.009
+    """Relative standard deviation of each block's compute time (seeded per block). Measured: the
+    per-block duration CV of a tiled GEMM at one block per SM is 0.91 % (block_cv_occ1); at 8
+    blocks per SM it is 5.65 %, but that includes co-resident blocks sharing the SM, which the
+    engine models itself."""
+    tb_order_window: int = 1
+    """Blocks leave raster dispatch order by fewer than this many places (1: raster order; the
+    engine already gives the next block to whichever SM frees first). Measured: at one block per
+    SM no block of a tiled GEMM started after a block of higher index (order_overtaken_occ1 = 0);
+    at 8 blocks per SM 6.6 % did, by up to 17 places (docs/DRIFT.md varies it up to 36)."""
+    clock_spread_frac: float = 0.037
+    """Relative standard deviation of the per-GPU SM clock: each GPU runs at clock_mhz x (1 + x N(0,1)),
+    drawn per (seed, GPU), clamped to [0.5, 1.5]. Measured: the SM clock of one H100 under
+    back-to-back GEMMs at its 700 W cap wanders 1215-1485 MHz with a CV of 3.7 % (sm_clock_cv);
+    for same-SKU GPUs Sinha et al., "Not All GPUs Are Created Equal" (SC'22), report 8 % (max 22 %)
+    average performance variation."""
     max_clusters_4: int = 30
     """Thread-block clusters of 4 CTAs the GPU holds at once (a cluster of 8 takes two): what
     cuOccupancyMaxActiveClusters reports for 1-CTA-per-SM kernels, 30 on the whole H100 and 8 in

@@ -40,7 +40,7 @@ class SchemeSpec:
 
 
 _REGISTRY: dict[str, SchemeSpec] = {}
-_HELPERS = {"lowering", "overlap"}  # modules of this package that are not schemes
+_HELPERS = {"lowering", "overlap", "cais_dataflow"}  # modules of this package that are not schemes
 
 
 def register(name: str, *, partition: str, params: type = SchemeParams, summary: str = ""):
@@ -82,8 +82,9 @@ def params_from_config(spec: SchemeSpec, scheme_cfg) -> Any:
                               f"(parameters: {', '.join(sorted(known))})")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(spec.params), values)
-    except Exception as exc:  # OmegaConf's validation errors name the key
-        raise ConfigError("scheme", str(exc).splitlines()[0]) from None
+    except Exception as exc:  # OmegaConf's validation errors carry the key
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"scheme.{key}" if key else "scheme", str(exc).splitlines()[0]) from None
     params = OmegaConf.to_object(merged)
     params.check()
     return params

@@ -80,6 +80,8 @@ void OutputChannel::deliver_tail(Sim& sim, Component& sender, PacketHandle h, st
 }
 
 void OutputChannel::return_credits(std::uint32_t vc, std::uint32_t flits) {
+  if (vc >= credits_.size())  // a credit packet from another process names the VC
+    throw ProtocolError("credit for VC " + std::to_string(vc) + " of a channel with " + std::to_string(credits_.size()) + " VCs");
   credits_[vc] += flits;
   if (credits_[vc] > depth_) throw InvariantError("credit counter above buffer depth");
 }

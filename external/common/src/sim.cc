@@ -103,6 +103,14 @@ void Sim::deliver_inbound(const proto::Packet& pkt) {
   }
   if (pkt.hop_dst() >= local_nodes_.size() || local_nodes_[pkt.hop_dst()] == nullptr)
     throw ProtocolError("inbound packet for node " + std::to_string(pkt.hop_dst()) + " not hosted here");
+  // Handlers index ports and switch on the type: a packet from another process must have come
+  // over a link of this topology (what a bad or garbled batch would break first).
+  const NodeInfo& at = nodes_[pkt.hop_dst()];
+  if (pkt.hop_port() >= at.out.size() || !at.out[pkt.hop_port()].connected)
+    throw ProtocolError("inbound packet for port " + std::to_string(pkt.hop_port()) + " of " + at.name +
+                        ", which has no link there");
+  if (pkt.type() == proto::PKT_UNSPECIFIED || !proto::PacketType_IsValid(pkt.type()))
+    throw ProtocolError("inbound packet of unknown type " + std::to_string(pkt.type()) + " for " + at.name);
   const PacketHandle h = pool_.alloc();
   pool_[h].from_proto(pkt);
   queue_.push(Event{pkt.arrival_ps(), pkt.hop_key(), local_nodes_[pkt.hop_dst()], kPacketArrival, 0, h});

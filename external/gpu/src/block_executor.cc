@@ -115,6 +115,7 @@ void BlockExecutor::step(std::uint32_t tbi) {
       case isa::ST_REMOTE:
       case isa::LD_CAIS:
       case isa::RED_CAIS:
+      case isa::RED_REMOTE:
       case isa::MM_LD_REDUCE:
       case isa::MM_ST:
       case isa::MM_RED:
@@ -195,7 +196,7 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
   const bool mc_push = (ins.op() == isa::DMA_PUSH || ins.op() == isa::DMA_PUSH_REDUCE) &&
                        ctx_.wl.buffers()[ins.buffer()].b->multicast();
   const bool unicast_remote = ins.op() == isa::LD_REMOTE || ins.op() == isa::ST_REMOTE || ins.op() == isa::LD_CAIS ||
-                              ins.op() == isa::RED_CAIS || (is_dma(ins.op()) && !mc_push);
+                              ins.op() == isa::RED_CAIS || ins.op() == isa::RED_REMOTE || (is_dma(ins.op()) && !mc_push);
   const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED || mc_push;
   const auto peer = unicast_remote ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
   if (unicast_remote && peer >= ctx_.wl.proto().num_gpus())
@@ -218,7 +219,8 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * ins.row_bytes();
   const bool dma = is_dma(ins.op());
   const bool accumulate = ins.op() == isa::DMA_REDUCE || ins.op() == isa::DMA_PUSH_REDUCE;
-  const bool write = ins.op() == isa::ST || ins.op() == isa::ST_REMOTE || ins.op() == isa::RED_CAIS || dma;
+  const bool reduction = ins.op() == isa::RED_CAIS || ins.op() == isa::RED_REMOTE;
+  const bool write = ins.op() == isa::ST || ins.op() == isa::ST_REMOTE || reduction || dma;
   const std::uint64_t key = mix64(mix64((static_cast<std::uint64_t>(ins.buffer()) << 32) ^ off) ^
                                   (static_cast<std::uint64_t>(rows) << 40) ^ (static_cast<std::uint64_t>(ins.row_bytes()) << 8) ^
                                   ins.row_stride());
@@ -235,7 +237,7 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
     else if (ctx_.functional)
       ctx_.fmem->copy_rows(ins.src_buffer(), soff, ins.buffer(), off, rows, ins.row_bytes(), stride, accumulate);
   } else if (ctx_.functional) {
-    const bool add = ins.op() == isa::RED_CAIS;
+    const bool add = reduction;
     const double v = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
     if (write && ins.reg())
       ctx_.fmem->write_tile(ins.buffer(), off, rows, ins.row_bytes(), ins.row_stride(),

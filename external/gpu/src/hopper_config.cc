@@ -1,5 +1,8 @@
 #include "cais/gpu/hopper_config.h"
 
+#include <cmath>
+#include <string>
+
 #include "cais/errors.h"
 #include "cais/packet.h"
 
@@ -45,6 +48,13 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.block_jitter_frac = p.get_double("gpu.block_jitter_frac");
   if (c.block_jitter_frac < 0 || c.block_jitter_frac > 0.5)
     throw ConfigError("gpu.block_jitter_frac", "must be in [0, 0.5]");
+  const double window = p.get_double("gpu.tb_order_window");
+  if (window < 1 || window != std::floor(window))
+    throw ConfigError("gpu.tb_order_window", "must be a whole number >= 1 (1: raster order), got " + std::to_string(window));
+  c.tb_order_window = static_cast<std::uint32_t>(window);
+  c.clock_spread_frac = p.get_double("gpu.clock_spread_frac");
+  if (c.clock_spread_frac < 0 || c.clock_spread_frac > 0.2)
+    throw ConfigError("gpu.clock_spread_frac", "must be in [0, 0.2]");
   c.tb_overhead_ps = ns_to_ps(p.get_double("gpu.tb_overhead_ns"));
   c.kernel_launch_ps = ns_to_ps(p.get_double("gpu.kernel_launch_ns"));
   c.max_clusters_4 = static_cast<std::uint32_t>(p.get_uint("gpu.max_clusters_4"));

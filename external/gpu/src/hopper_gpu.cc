@@ -4,13 +4,14 @@
 #include <sstream>
 
 #include "cais/errors.h"
+#include "cais/gpu/drift.h"
 
 namespace cais::gpu {
 
 HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workload> wl)
     : NodeComponent(sim, sim.node(node).name, node << 8),
       wl_(std::move(wl)),
-      cfg_(HopperConfig::from_params(sim.params())),
+      cfg_(drifted_config(sim, sim.node(node).name)),
       ctx_(sim, *this, cfg_, *wl_, node),
       fmem_(*wl_, wl_->proto().functional(), name()),
       regs_(ctx_),
@@ -62,6 +63,7 @@ void HopperGpu::register_stats() {
   st.histogram(n + ".sync_wait", "ns", &sync_.wait_ns());
   st.histogram(n + ".flag_wait", "ns", &exec_.flag_wait_ns());
   st.histogram(n + ".remote_latency", "ns", &remote_.latency_ns());
+  st.value(n + ".clock_mhz", "MHz", [this] { return cfg_.clock_ghz * 1000.0; });
   st.value(n + ".finish_time", "ps", [this] { return static_cast<double>(sched_.finish_ps()); });
   if (ctx_.functional) {
     st.value(n + ".ld_value_sum", "value", [this] { return fmem_.ld_value_sum(); });
@@ -104,6 +106,7 @@ void HopperGpu::handle(const Event& e) {
     case kPortFree: return ports_.pump(e.arg32);
     case kLaunchReady: return sched_.on_launch_ready(static_cast<std::uint32_t>(e.arg));
     case kDispatch: return sched_.on_dispatch();
+    case kThrottleExpiry: return remote_.hold_expired(e.arg);
     case kRespond: return hub_.on_respond(static_cast<PacketHandle>(e.arg));
     default: throw InvariantError(name() + ": unknown event kind");
   }

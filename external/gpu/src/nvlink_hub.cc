@@ -39,10 +39,9 @@ void NvlinkHub::on_arrival(PacketHandle h) {
       return;
     }
     case proto::PKT_THROTTLE: {
-      // THROTTLE (group, aux = 1 on / 0 off) from switch src (feature_cais_merge.h).
+      // THROTTLE (group, aux = hold in ns, 0 = off) from switch src (feature_cais_merge.h).
       const std::uint32_t src = p.src, group = p.group;
-      const bool on = p.aux != 0;
-      ctx_.remote->throttle(src, group, on);
+      ctx_.remote->throttle(src, group, p.aux != 0, ns_to_ps(static_cast<double>(p.aux)));
       sim.packets().release(h);
       return;
     }

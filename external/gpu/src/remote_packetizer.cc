@@ -50,6 +50,8 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     case isa::ST_REMOTE: op.type = proto::PKT_WRITE; break;
     case isa::LD_CAIS: op.type = proto::PKT_CAIS_LD_REQ; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
     case isa::RED_CAIS: op.type = proto::PKT_CAIS_RED; op.aux = ctx_.sched->participants_excluding(L, op.peer); break;
+    // a plain red.global.add: one contribution, complete on its own, so no merge unit holds it
+    case isa::RED_REMOTE: op.type = proto::PKT_CAIS_RED; op.aux = 1; break;
     case isa::MM_LD_REDUCE: op.type = proto::PKT_MM_LD_REDUCE_REQ; break;
     case isa::MM_ST: op.type = proto::PKT_MM_ST; break;
     case isa::MM_RED: op.type = proto::PKT_MM_RED; break;
@@ -121,7 +123,7 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   while (!q.ops.empty()) {
     if (!throttled_groups_.empty()) {
       const RemoteOp& head = ops_[q.ops.front()];
-      const bool mergeable = head.type == proto::PKT_CAIS_LD_REQ || head.type == proto::PKT_CAIS_RED;
+      const bool mergeable = head.op == isa::LD_CAIS || head.op == isa::RED_CAIS;  // not a plain red.remote
       if (mergeable && throttled_groups_.count(head.group)) {
         ++throttle_stalls_;
         return;  // resumed when the group's throttle is lifted
@@ -378,17 +380,31 @@ void RemotePacketizer::place_response(const RemoteOp& op, const Packet& p) {
 }
 
 // No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).
-void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on) {
+// A hold ends at THROTTLE aux = 0 or after its aux ns, whichever comes first: the switch sends
+// no lift for a hold that has run out.
+void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps) {
   ++throttles_;
   const std::uint64_t key = (static_cast<std::uint64_t>(sw) << 32) | group;
-  if (on) {
-    if (throttle_keys_.insert(key).second) ++throttled_groups_[group];
-  } else if (throttle_keys_.erase(key)) {
-    if (--throttled_groups_[group] == 0) {
-      throttled_groups_.erase(group);
-      for (std::uint32_t q = 0; q < queues_.size(); ++q)
-        if (!queues_[q].ops.empty()) pump(q);
-    }
+  if (!on) return lift(key);
+  const TimePs until = ctx_.now() + hold_ps;
+  auto [it, fresh] = throttle_until_.try_emplace(key, until);
+  if (fresh) ++throttled_groups_[group];
+  it->second = until;
+  ctx_.schedule(until, kThrottleExpiry, key);
+}
+
+void RemotePacketizer::hold_expired(std::uint64_t key) {
+  auto it = throttle_until_.find(key);
+  if (it != throttle_until_.end() && it->second <= ctx_.now()) lift(key);
+}
+
+void RemotePacketizer::lift(std::uint64_t key) {
+  if (!throttle_until_.erase(key)) return;
+  const auto group = static_cast<std::uint32_t>(key);
+  if (--throttled_groups_[group] == 0) {
+    throttled_groups_.erase(group);
+    for (std::uint32_t q = 0; q < queues_.size(); ++q)
+      if (!queues_[q].ops.empty()) pump(q);
   }
 }
 

@@ -10,7 +10,7 @@
 
 namespace cais::gpu {
 
-TbScheduler::TbScheduler(GpuContext& ctx) : ctx_(ctx), rng_(ctx.sim.make_rng("gpu." + ctx.name())) {
+TbScheduler::TbScheduler(GpuContext& ctx) : ctx_(ctx), draws_(ctx.sim, ctx.name()) {
   sms_.resize(ctx.cfg.num_sms);
 }
 
@@ -68,6 +68,10 @@ void TbScheduler::setup() {
     }
     L.participants = k.cais().num_gpus() ? k.cais().num_gpus() : wl.num_gpus();
     L.prelaunch = k.cais().enabled() && k.cais().pre_launch_sync() && L.participants > 1 && ctx_.has_ports && !k.persistent();
+    // Blocks leave raster order (not clusters, which go as units, nor the resident CTAs of a
+    // persistent kernel, which are all placed at launch).
+    if (cfg.tb_order_window > 1 && L.cluster_ctas == 1 && !k.persistent())
+      L.order = windowed_order(L.ctas, cfg.tb_order_window, draws_, L.index);
     if (L.prelaunch) {
       L.sync_ok.assign(L.ctas, 0);
       L.reg_ps.assign(L.ctas, 0);
@@ -100,8 +104,11 @@ void TbScheduler::setup() {
 void TbScheduler::release(std::uint32_t li) {
   LaunchState& L = launches_[li];
   TimePs t = std::max<TimePs>(ctx_.now(), ns_to_ps(L.la->start_ns()));
-  // Host launch skew only where the host enqueues (no predecessor on the device).
-  if (L.from_host && ctx_.cfg.launch_skew_ps > 0) t += rng_() % ctx_.cfg.launch_skew_ps;
+  // Host launch skew only where the host enqueues (no predecessor on the device). One offset per
+  // GPU, not per launch: a GPU's host thread enqueues its launches in order, so they shift
+  // together and are never reordered against each other.
+  if (L.from_host && ctx_.cfg.launch_skew_ps > 0)
+    t += static_cast<TimePs>(draws_.uniform(DriftSource::kLaunchSkew, 0) * static_cast<double>(ctx_.cfg.launch_skew_ps));
   L.release_ps = t;
   ctx_.schedule(t + ctx_.cfg.kernel_launch_ps, kLaunchReady, li);
 }
@@ -172,8 +179,9 @@ void TbScheduler::dispatch() {
     if (!L.released || L.done) continue;
     if (L.prelaunch) register_ahead(L);
     while (L.next_cta < L.ctas) {
-      if (L.prelaunch && !L.sync_ok[L.next_cta]) break;
-      if (!deps_ready(L, L.next_cta)) break;
+      const std::uint32_t cta = cta_at(L, L.next_cta);
+      if (L.prelaunch && !L.sync_ok[cta]) break;
+      if (!deps_ready(L, cta)) break;
       const bool new_cluster = L.cluster_slots && L.next_cta % L.cluster_ctas == 0;
       if (new_cluster && cluster_slots_used_ + L.cluster_slots > ctx_.cfg.max_clusters_4) break;
       std::uint32_t chosen = ~0u;
@@ -195,7 +203,7 @@ void TbScheduler::dispatch() {
 void TbScheduler::register_ahead(LaunchState& L) {
   const std::uint32_t window = L.blocks_per_sm * L.sm_count;
   while (L.next_reg < L.ctas && L.next_reg < L.next_cta + window) {
-    const std::uint32_t cta = L.next_reg++;
+    const std::uint32_t cta = cta_at(L, L.next_reg++);
     const std::uint32_t group = L.dk->k->cais().group_base() + cta;
     ctx_.sync->wait_block(group, L.index, cta);
     L.reg_ps[cta] = ctx_.now();
@@ -230,7 +238,7 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
   tb.seq = seq + 1;
   tb.launch = L.index;
   tb.sm = s;
-  tb.cta = L.next_cta++;
+  tb.cta = cta_at(L, L.next_cta++);
   begin_block(tbi, tb.cta);
   const auto& c = k.cais();
   if (!L.prelaunch && c.enabled() && c.pre_launch_sync() && L.participants > 1 && ctx_.has_ports) {
@@ -254,10 +262,9 @@ void TbScheduler::begin_block(std::uint32_t tbi, std::uint32_t logical) {
   tb.depth = 0;
   tb.group = L.dk->k->cais().group_base() + logical;
   tb.state = TbState::kRunning;
-  if (ctx_.cfg.block_jitter_frac > 0) {
-    std::normal_distribution<double> n(1.0, ctx_.cfg.block_jitter_frac);
-    tb.jitter = std::clamp(n(rng_), 0.5, 1.5);
-  }
+  if (ctx_.cfg.block_jitter_frac > 0)
+    tb.jitter = std::clamp(
+        1.0 + ctx_.cfg.block_jitter_frac * draws_.normal(DriftSource::kBlockJitter, tb.launch, logical), 0.5, 1.5);
   ++launches_[tb.launch].tbs;
 }
 

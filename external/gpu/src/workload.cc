@@ -25,7 +25,7 @@ const char* opcode_name(isa::Opcode op) {
 namespace {
 bool is_remote_op(isa::Opcode op) {
   switch (op) {
-    case isa::LD_REMOTE: case isa::ST_REMOTE: case isa::LD_CAIS: case isa::RED_CAIS:
+    case isa::LD_REMOTE: case isa::ST_REMOTE: case isa::LD_CAIS: case isa::RED_CAIS: case isa::RED_REMOTE:
     case isa::MM_LD_REDUCE: case isa::MM_ST: case isa::MM_RED: case isa::DMA_COPY: case isa::DMA_REDUCE:
     case isa::DMA_PUSH: case isa::DMA_PUSH_REDUCE:
       return true;
@@ -44,7 +44,7 @@ bool loads_register(isa::Opcode op) {
 }
 
 bool stores_register(isa::Opcode op) {
-  return op == isa::ST || op == isa::ST_REMOTE || op == isa::RED_CAIS || op == isa::MM_ST || op == isa::MM_RED ||
+  return op == isa::ST || op == isa::ST_REMOTE || op == isa::RED_CAIS || op == isa::RED_REMOTE || op == isa::MM_ST || op == isa::MM_RED ||
          op == isa::DMA_PUSH || op == isa::DMA_PUSH_REDUCE;
 }
 

@@ -25,8 +25,16 @@ inline std::vector<Seen>& seen() {
   static std::vector<Seen> s;
   return s;
 }
-inline bool& probe_throttles() {  // the probe throttles a GPU's first .cais group for 5 us
+inline bool& probe_throttles() {  // the probe throttles a GPU's first .cais group ...
   static bool on = false;
+  return on;
+}
+inline std::uint32_t& probe_throttle_hold_ns() {  // ... asking for a hold of this many ns ...
+  static std::uint32_t ns = 10000;
+  return ns;
+}
+inline bool& probe_lifts() {  // ... and lifts it after 5 us (else the hold runs out)
+  static bool on = true;
   return on;
 }
 
@@ -64,7 +72,7 @@ class ProbeSwitch : public NodeComponent {
     if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ && !throttled_) {
       throttled_ = true;
       throttle(port, p.group, true);
-      schedule(sim_.now() + 5000000, 3, p.group, port);
+      if (probe_lifts()) schedule(sim_.now() + 5000000, 3, p.group, port);
     }
     proto::PacketType reply = proto::PKT_UNSPECIFIED;
     std::uint32_t bytes = 0;
@@ -113,7 +121,7 @@ class ProbeSwitch : public NodeComponent {
     q.src = q.origin = node_;
     q.dst = port;
     q.group = group;
-    q.aux = on ? 1 : 0;
+    q.aux = on ? probe_throttle_hold_ns() : 0;
     q.flits = flits_for(0, flit_, hdr_);
     q_[port].push_back(r);
     pump(port);
@@ -157,6 +165,8 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.bulk_lines", 1);
   put_d("gpu.launch_skew_ns", 0.0);
   put_d("gpu.block_jitter_frac", 0.0);
+  put_i("gpu.tb_order_window", 1);
+  put_d("gpu.clock_spread_frac", 0.0);
   put_d("gpu.tc_efficiency", 1.0);
   put_d("gpu.hbm_efficiency", 1.0);
   put_d("gpu.tb_overhead_ns", 10.0);

@@ -181,6 +181,29 @@ TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
   EXPECT_GT(r.stats["gpu0.finish_time"], 5e6);  // held until the throttle was lifted after 5 us
 }
 
+TEST(Hopper, ThrottleHoldRunsOutWithoutALift) {
+  // The merge unit sends no lift for a hold that has run out (feature_cais_merge.cc): the GPU
+  // must resume by itself after the THROTTLE's aux ns, else it stays held forever.
+  auto wl = one_kernel(2, 1);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::LD_CAIS, 512, 128, 1024, 0, 1);
+  probe_throttles() = true;
+  probe_lifts() = false;
+  probe_throttle_hold_ns() = 3000;
+  auto r = run(wl, 2, true);
+  probe_lifts() = true;
+  probe_throttle_hold_ns() = 10000;
+  EXPECT_EQ(r.stats["gpu0.throttle_packets"], 1);  // on only
+  EXPECT_GT(r.stats["gpu0.stall.throttled"], 0);
+  EXPECT_EQ(r.stats["gpu0.rx.CAIS_LD_RESP.packets"], 512);
+  probe_throttles() = true;
+  auto lifted = run(wl, 2, true);  // the same hold lifted by the switch after 5 us
+  probe_throttles() = false;
+  auto free = run(wl, 2, true);    // never throttled
+  EXPECT_GT(r.stats["gpu0.finish_time"], free.stats["gpu0.finish_time"] + 1.5e6);  // held (3 us, in-flight overlap)
+  EXPECT_LT(r.stats["gpu0.finish_time"], lifted.stats["gpu0.finish_time"] - 1.5e6);  // not the 5 us
+}
+
 TEST(Hopper, RedCaisAndMultimemCarryTheRightTypeAndAddress) {
   auto wl = one_kernel(2, 1, true);
   wl.mutable_launches(0)->add_gpus(0);

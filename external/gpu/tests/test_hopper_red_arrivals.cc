@@ -17,7 +17,7 @@ constexpr std::uint32_t kC = 0, kFlags = 2;  // buffers: X (C), MC, FLAGS
 // Producer on every GPU: block b red.cais its region b to GPU 0 (value = rank + 1 per element;
 // GPU 0's own is local). Consumer on GPU 0: block b waits for (N-1) x region bytes on flag b,
 // after its local producer block (dependency), then loads region b.
-isa::Workload reduce_into_gpu0() {
+isa::Workload reduce_into_gpu0(isa::Opcode red_op = isa::RED_CAIS) {
   isa::Workload wl = one_kernel(kGpus, kRegions, true);
   auto* c = wl.mutable_buffers(kC);
   c->set_bytes(kRegions * kRegionBytes);
@@ -27,7 +27,7 @@ isa::Workload reduce_into_gpu0() {
   f->set_name("FLAGS");
   f->set_bytes(8 * kRegions);
   f->set_dtype(isa::FP32);
-  auto* red = mem(wl, isa::RED_CAIS, 1, kRegionBytes, 0, 0, 0);
+  auto* red = mem(wl, red_op, 1, kRegionBytes, 0, 0, 0);
   red->mutable_addr()->set_block_x(kRegionBytes);
   add(wl, isa::BAR);
   auto* k = wl.add_kernels();
@@ -94,8 +94,8 @@ double merge_stat(const std::map<std::string, double>& st, const std::string& na
   return s;
 }
 
-std::map<std::string, double> run_and_check(const MergeTable& t) {
-  const isa::Workload wl = reduce_into_gpu0();
+std::map<std::string, double> run_and_check(const MergeTable& t, isa::Opcode red_op = isa::RED_CAIS) {
+  const isa::Workload wl = reduce_into_gpu0(red_op);
   HostedModel h;
   const auto st = run_config(h, config(wl, t));
   const auto& gpu0 = *dynamic_cast<const HopperGpu*>(h.nodes()[0].get());
@@ -139,6 +139,18 @@ TEST(HopperRedArrivals, EvictedPartialSumsCountWhatTheyCarry) {
   EXPECT_GT(merge_stat(st, "evictions"), 0);
   EXPECT_GT(merge_stat(st, "timeouts"), 0);
   EXPECT_GT(st.at("gpu0.red_arrivals.packets"), kRegions * kRegionBytes / 128);
+}
+
+// A plain remote reduction (red.remote, the source form before the CAIS compiler) is added at the
+// home and counted there, but never merged, even with the merge unit on: one packet per
+// contribution reaches GPU 0 and the switch opens no entry.
+TEST(HopperRedArrivals, PlainRemoteReductionsAreAddedAtTheHomeUnmerged) {
+  MergeTable t;
+  t.on = true;
+  const auto st = run_and_check(t, isa::RED_REMOTE);
+  EXPECT_EQ(st.at("gpu0.red_arrivals.packets"), (kGpus - 1) * kRegions * kRegionBytes / 128);
+  EXPECT_EQ(merge_stat(st, "misses") + merge_stat(st, "hits") + merge_stat(st, "completions"), 0);
+  EXPECT_EQ(st.at("gpu1.tx.CAIS_RED.packets"), kRegions * kRegionBytes / 128);  // GPU 1's own, posted
 }
 
 TEST(HopperRedArrivals, ARegionThatPacketsCouldStraddleIsAConfigError) {

@@ -1,6 +1,7 @@
 #include "cais/net/booksim_config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -149,6 +150,13 @@ BooksimConfig BooksimConfig::from_string(const std::string& text, const std::str
   std::string line;
   while (std::getline(lines, line)) {
     ++line_no;
+    for (unsigned char ch : line)  // a NUL would cut every message that quotes the text
+      if (ch < 0x20 && ch != '\t' && ch != '\r') {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", ch);
+        throw ConfigError("", origin + ":" + std::to_string(line_no) + ": control character " + hex +
+                                  "; allowed: text (tabs, spaces, printable characters)");
+      }
     const auto cpos = line.find("//");
     if (cpos != std::string::npos) line = line.substr(0, cpos);
     for (char ch : line) {

@@ -77,4 +77,47 @@ void FlitAllocator::allocate(std::vector<FlitGrant>& grants) {
   active_out_.clear();
 }
 
+void SeparableVcAllocator::init(std::uint32_t input_queues, std::uint32_t outputs, std::uint32_t vcs) {
+  if (vcs > 64) throw ConfigError("net.vcs_per_port", "at most 64 VCs per port");
+  queues_ = input_queues;
+  vcs_ = vcs;
+  output_vcs_ = outputs * vcs;
+  in_ptr_.assign(input_queues, 0);
+  out_ptr_.assign(output_vcs_, 0);
+  pick_.assign(output_vcs_, -1);
+  picked_.clear();
+}
+
+void SeparableVcAllocator::request(std::uint32_t iq, std::uint32_t out, std::uint64_t free_vcs) {
+  // Input arbiter: the first requested output VC at or after the pointer, wrapping around.
+  const std::uint32_t base = out * vcs_, ptr = in_ptr_[iq];
+  std::uint64_t from = free_vcs;
+  if (ptr >= base && ptr < base + vcs_) {
+    const std::uint64_t upper = free_vcs & (~0ull << (ptr - base));
+    if (upper) from = upper;
+  }
+  const std::uint32_t ovc = base + static_cast<std::uint32_t>(__builtin_ctzll(from));
+  // Output arbiter: keep the requester nearest (at or after) the output VC's pointer.
+  std::int64_t& pick = pick_[ovc];
+  if (pick < 0) {
+    picked_.push_back(ovc);
+    pick = iq;
+    return;
+  }
+  const std::uint32_t p = out_ptr_[ovc];
+  const auto dist = [&](std::uint32_t q) { return (q + queues_ - p) % queues_; };
+  if (dist(iq) < dist(static_cast<std::uint32_t>(pick))) pick = iq;
+}
+
+void SeparableVcAllocator::allocate(std::vector<std::pair<std::uint32_t, std::uint32_t>>& grants) {
+  for (std::uint32_t ovc : picked_) {
+    const auto iq = static_cast<std::uint32_t>(pick_[ovc]);
+    pick_[ovc] = -1;
+    grants.emplace_back(iq, ovc);
+    in_ptr_[iq] = (ovc + 1) % output_vcs_;
+    out_ptr_[ovc] = (iq + 1) % queues_;
+  }
+  picked_.clear();
+}
+
 }  // namespace cais::net

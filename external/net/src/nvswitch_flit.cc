@@ -6,6 +6,16 @@
 // routing/VC/switch-allocation stages), in a cycle where the allocator grants its (input,
 // output) pair. The tail's grant ends the packet: its VC buffer space returns upstream as
 // credits, it leaves the output xbar_ps + one flit time later, and its downstream VC is free.
+//
+// Two pipeline rules of BookSim's iq_router that only show under contention (a grant at tick T
+// here is BookSim's switch-allocation cycle T - sw_alloc_delay; its updates land at T - 1):
+// - A packet behind a tail in the same input VC starts routing only once that tail has left:
+//   its head may cross no earlier than T + routing + VC allocation + switch allocation.
+// - VC allocation is BookSim's separable input-first allocator, run in the tick (before switch
+//   allocation) for the heads whose pipeline delay ran out and that hold no downstream VC. A
+//   VC released by a tail granted at T is seen free by the allocation of cycle T, whose
+//   winner crosses at T + VC allocation + switch allocation: here that allocation runs at
+//   that later tick (every allocation is shifted by the same stages).
 #include <algorithm>
 
 #include "cais/errors.h"
@@ -21,11 +31,14 @@ void NvSwitch::init_flit_level() {
   flit_ready_.assign(inputs, 0);
   flit_waiting_.assign(inputs, 0);
   flit_is_active_.assign(inputs, 0);
+  flit_vcreq_.assign(inputs, 0);
   flit_active_.clear();
   flit_active_.reserve(inputs);
+  vc_alloc_.init(inputs * (params_.vcs_per_port + 1), ports, params_.vcs_per_port);
   grants_.reserve(ports);
   out_slot_.assign(ports, 0);
   out_flit_ps_.assign(ports, 0);
+  vc_free_ps_.assign(static_cast<std::size_t>(ports) * params_.vcs_per_port, 0);
   cycle_ps_ = 0;
   for (std::uint32_t o = 0; o < ports; ++o) {
     const PortLink& l = sim_.node(node_).out[o];
@@ -57,6 +70,7 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
   const std::uint64_t bit = 1ull << vc;
   flit_waiting_[in] &= ~bit;
   flit_ready_[in] &= ~bit;
+  flit_vcreq_[in] &= ~bit;
   if (iu.empty(vc)) return;
   InputEntry& e = iu.head(vc);
   flit_activate(in);
@@ -65,16 +79,43 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
     flit_tick_at(e.ready_ps);
     return;
   }
-  if (e.out_vc < 0) {
-    const std::int32_t v = vca_.allocate(e.out_port, out_[e.out_port].channel(), sim_.packets()[e.h].type, e.flits);
-    if (v < 0) {
-      vca_.wait(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
-      return;
-    }
-    e.out_vc = v;
+  if (e.out_vc < 0) {  // the tick's VC allocation
+    flit_vcreq_[in] |= bit;
+    flit_tick_at(sim_.now());
+    return;
   }
   flit_ready_[in] |= bit;
   flit_tick_at(std::max(e.known_ps, e.ready_ps + e.flits_sent * e.flit_step_ps));
+}
+
+// Files (in, vc)'s request with the VC allocator: the VCs of its output (and class) that no
+// packet holds, with room for the packet, released long enough ago (see above). Returns the
+// time to retry when none is usable yet, kNever when it waits for a release or credits.
+TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& requested) {
+  const TimePs t = sim_.now();
+  const InputEntry& e = in_[in].head(vc);
+  const std::uint32_t vcs = params_.vcs_per_port;
+  const VcRange r = vca_.range_of(sim_.packets()[e.h].type);
+  const OutputChannel& ch = out_[e.out_port].channel();
+  const TimePs alloc_ps = params_.vc_alloc_ps + params_.sw_alloc_ps;
+  std::uint64_t free_vcs = 0;
+  TimePs soon = kNever;
+  for (std::uint32_t v = r.first; v < r.first + r.count; ++v) {
+    if (vca_.held(e.out_port, v) || !ch.has_credits(v, e.flits)) continue;
+    const TimePs usable = vc_free_ps_[e.out_port * vcs + v] + alloc_ps;
+    if (usable <= t) free_vcs |= 1ull << v;
+    else soon = std::min(soon, usable);
+  }
+  if (free_vcs) {
+    vc_alloc_.request(in * (vcs + 1) + vc, e.out_port, free_vcs);
+    requested = true;
+    return t + cycle_ps_;  // a loser retries next cycle
+  }
+  if (soon == kNever) {
+    flit_vcreq_[in] &= ~(1ull << vc);
+    vca_.wait(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
+  }
+  return soon;
 }
 
 void NvSwitch::flit_tick() {
@@ -82,8 +123,9 @@ void NvSwitch::flit_tick() {
   tick_at_ = kNever;
   in_tick_ = true;
   TimePs next = kNever;
-  bool requested = false;
-  std::size_t kept = 0;
+  const std::uint32_t vcs = params_.vcs_per_port;
+  // VC allocation (before switch allocation, as in BookSim's cycle).
+  bool vc_requested = false;
   for (std::size_t i = 0; i < flit_active_.size(); ++i) {
     const std::uint32_t in = flit_active_[i];
     for (std::uint64_t w = flit_waiting_[in]; w; w &= w - 1) {  // heads whose pipeline delay ran out
@@ -91,6 +133,26 @@ void NvSwitch::flit_tick() {
       if (in_[in].head(vc).ready_ps <= t) flit_head_changed(in, vc);
       else next = std::min(next, in_[in].head(vc).ready_ps);
     }
+    for (std::uint64_t m = flit_vcreq_[in]; m; m &= m - 1)
+      next = std::min(next, flit_request_vc(in, static_cast<std::uint32_t>(__builtin_ctzll(m)), vc_requested));
+  }
+  if (vc_requested) {
+    vc_alloc_.allocate(vc_grants_);
+    for (const auto& g : vc_grants_) {
+      const std::uint32_t in = g.first / (vcs + 1), vc = g.first % (vcs + 1);
+      const std::uint32_t out = g.second / vcs, ovc = g.second % vcs;
+      vca_.take(out, ovc);
+      in_[in].head(vc).out_vc = static_cast<std::int32_t>(ovc);
+      flit_vcreq_[in] &= ~(1ull << vc);
+      flit_ready_[in] |= 1ull << vc;
+    }
+    vc_grants_.clear();
+  }
+  // Switch allocation.
+  bool requested = false;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < flit_active_.size(); ++i) {
+    const std::uint32_t in = flit_active_[i];
     for (std::uint64_t m = flit_ready_[in]; m; m &= m - 1) {
       const auto vc = static_cast<std::uint32_t>(__builtin_ctzll(m));
       const InputEntry& e = in_[in].head(vc);
@@ -106,7 +168,7 @@ void NvSwitch::flit_tick() {
       fla_.request(in, vc, e.out_port);
       requested = true;
     }
-    if (flit_ready_[in] | flit_waiting_[in]) flit_active_[kept++] = in;
+    if (flit_ready_[in] | flit_waiting_[in] | flit_vcreq_[in]) flit_active_[kept++] = in;
     else flit_is_active_[in] = 0;
   }
   flit_active_.resize(kept);
@@ -132,9 +194,14 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   const std::uint32_t lines = sim_.packets()[e.h].lines;
   out_[g.out].deliver_tail(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), tail);
   vca_.release(g.out, static_cast<std::uint32_t>(e.out_vc));
+  vc_free_ps_[g.out * params_.vcs_per_port + static_cast<std::uint32_t>(e.out_vc)] = t;
   forwarded_ += lines;
   residence_ns_.add(static_cast<double>(tail - std::min(tail, e.tail_ps)) / 1000.0);
   wake_vc_waiters(g.out);
+  if (!in_[g.in].empty(g.vc)) {  // the next packet of this VC is routed only now (see above)
+    InputEntry& next = in_[g.in].head(g.vc);
+    next.ready_ps = std::max(next.ready_ps, t + params_.pipeline_ps());
+  }
   head_changed(g.in, g.vc);
 }
 

@@ -61,5 +61,49 @@ TEST(FlitAllocator, VcNearestThePointerRepresentsTheInput) {
   EXPECT_EQ(g.at(0).vc, 3u);  // pointer moved past vc 1
 }
 
+// VC allocation: two heads whose input-VC arbiters point at the same free output VC collide;
+// one wins, the other gets nothing this cycle (BookSim's separable allocator), although another
+// output VC is free. Next cycle the loser's pick moves on only if it is asked again.
+TEST(SeparableVcAllocator, HeadsPickingTheSameVcCollideAndTheLoserRetries) {
+  SeparableVcAllocator a;
+  a.init(/*input_queues=*/4, /*outputs=*/2, /*vcs=*/2);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> g;
+  a.request(0, 1, 0b11);  // input queues 0 and 2 both want output 1, whose VCs 0 and 1 are free
+  a.request(2, 1, 0b11);
+  a.allocate(g);
+  ASSERT_EQ(g.size(), 1u);  // both picked output VC 2 (= 1 * 2 + 0): one grant only
+  EXPECT_EQ(g[0], std::make_pair(0u, 2u));
+  g.clear();
+  a.request(2, 1, 0b10);  // VC 0 is now held: the loser asks for VC 1 and gets it
+  a.allocate(g);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], std::make_pair(2u, 3u));
+  g.clear();
+  // Output VC 2's arbiter moved past queue 0: with both asking for it again, queue 2 wins.
+  a.request(0, 1, 0b01);
+  a.request(2, 1, 0b01);
+  a.allocate(g);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].first, 2u);
+}
+
+// An input-VC arbiter starts after the VC it was last granted, wrapping over all outputs' VCs.
+TEST(SeparableVcAllocator, InputPointerMovesPastTheGrantedVc) {
+  SeparableVcAllocator a;
+  a.init(2, 2, 4);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> g;
+  a.request(0, 0, 0b0110);
+  a.allocate(g);
+  EXPECT_EQ(g.at(0).second, 1u);  // pointer 0: VC 1 of output 0
+  g.clear();
+  a.request(0, 0, 0b0110);
+  a.allocate(g);
+  EXPECT_EQ(g.at(0).second, 2u);  // pointer 2
+  g.clear();
+  a.request(0, 0, 0b0011);
+  a.allocate(g);
+  EXPECT_EQ(g.at(0).second, 0u);  // pointer 3: nothing at or after it in output 0, wraps to VC 0
+}
+
 }  // namespace
 }  // namespace cais::net

@@ -37,7 +37,9 @@ class TileRegisters;
 class RedArrivals;
 
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
-enum GpuEvent : std::uint32_t { kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch };
+enum GpuEvent : std::uint32_t {
+  kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch, kThrottleExpiry
+};
 
 // Egress traffic classes of the GPU hub (each has a VC class of its own).
 enum TrafficClass : std::uint32_t { kReq = 0, kResp = 1, kPost = 2 };

@@ -27,6 +27,8 @@ struct HopperConfig {
   std::uint32_t bulk_lines = 1;  // lines per bulk packet (cais/packet.h)
   TimePs launch_skew_ps = 0;
   double block_jitter_frac = 0;
+  std::uint32_t tb_order_window = 1;  // blocks leave raster dispatch order by < this many places
+  double clock_spread_frac = 0;       // relative std of the per-GPU SM clock (drift.h)
   TimePs tb_overhead_ps = 0;
   TimePs kernel_launch_ps = 0;
   std::uint32_t max_clusters_4 = 0;  // resident 4-CTA cluster slots (0: only the SMs limit clusters)

@@ -52,8 +52,10 @@ class RemotePacketizer {
   void on_response(PacketHandle h);
   // One packet of op `oi` complete (its response, or on the wire for posted ones).
   void packet_done(std::uint32_t oi);
-  // THROTTLE from switch `sw` for `group` (on / off).
-  void throttle(std::uint32_t sw, std::uint32_t group, bool on);
+  // THROTTLE from switch `sw` for `group`: on for at most `hold_ps` (the packet's aux), or off.
+  void throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps);
+  // kThrottleExpiry: the hold of (switch << 32) | group ran out, unless renewed since.
+  void hold_expired(std::uint64_t key);
 
   std::uint32_t live() const { return live_; }
   std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
@@ -72,6 +74,7 @@ class RemotePacketizer {
     std::array<std::uint64_t, kMaxBulkLines> addr{};
   };
   void pump(std::uint32_t q);
+  void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
   // Add a cut line to its plane's bulk packet; sends it when full.
@@ -97,7 +100,7 @@ class RemotePacketizer {
   std::uint64_t tag_seq_ = 0;
   std::vector<std::uint32_t> elems_;  // scratch of packet_elements
   std::vector<double> elem_scratch_;  // one line's values (bulk DMA)
-  std::unordered_set<std::uint64_t> throttle_keys_;                   // (switch << 32) | group
+  std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
   Histogram latency_ns_;

@@ -7,10 +7,10 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "cais/gpu/drift.h"
 #include "cais/gpu/gpu_context.h"
 
 namespace cais::gpu {
@@ -60,6 +60,8 @@ struct LaunchState {
   bool prelaunch = false;
   std::uint32_t next_reg = 0;
   std::vector<std::uint8_t> sync_ok;
+  // Dispatch order of the CTAs (gpu.tb_order_window; empty: raster order): position -> CTA.
+  std::vector<std::uint32_t> order;
   std::vector<TimePs> reg_ps;
   TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
   std::uint64_t tbs = 0;
@@ -110,7 +112,9 @@ class TbScheduler {
   void launch_done(LaunchState& L);
 
   GpuContext& ctx_;
-  std::mt19937_64 rng_;
+  std::uint32_t cta_at(const LaunchState& L, std::uint32_t pos) const { return L.order.empty() ? pos : L.order[pos]; }
+
+  DriftDraws draws_;
   std::vector<SmOccupancy> sms_;
   std::vector<Tb> tbs_;
   std::vector<std::uint32_t> free_tbs_;

@@ -11,6 +11,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace cais::net {
@@ -42,6 +43,28 @@ class FlitAllocator {
   std::vector<std::uint32_t> out_ptr_;      // [out] output arbiter pointer (over inputs)
   std::vector<std::array<std::uint64_t, 2>> out_in_mask_;  // [out] inputs that picked it
   std::vector<std::uint32_t> active_in_, active_out_;
+};
+
+// Separable input-first VC allocator at router-cycle granularity (BookSim2's
+// vc_allocator = separable_input_first with round-robin arbiters). Every head that needs a
+// downstream VC this cycle asks for all the free VCs of its output; its input-VC arbiter picks
+// the first at or after its pointer (over all outputs' VCs, out * vcs + vc), each output VC's
+// arbiter the first requesting input queue at or after its pointer. Pointers move past the
+// winner only on a grant; a head whose pick went to another retries next cycle.
+class SeparableVcAllocator {
+ public:
+  void init(std::uint32_t input_queues, std::uint32_t outputs, std::uint32_t vcs);
+  // Input queue `iq` asks for one of the VCs of `out` set in `free_vcs` (bit v: VC v).
+  void request(std::uint32_t iq, std::uint32_t out, std::uint64_t free_vcs);
+  // Appends this cycle's grants as (input queue, out * vcs + vc) and clears the requests.
+  void allocate(std::vector<std::pair<std::uint32_t, std::uint32_t>>& grants);
+
+ private:
+  std::uint32_t queues_ = 0, vcs_ = 0, output_vcs_ = 0;
+  std::vector<std::uint32_t> in_ptr_;   // [iq] over output VCs
+  std::vector<std::uint32_t> out_ptr_;  // [output VC] over input queues
+  std::vector<std::int64_t> pick_;      // [output VC] input queue it grants this cycle, -1: none
+  std::vector<std::uint32_t> picked_;   // output VCs with a pick this cycle
 };
 
 }  // namespace cais::net

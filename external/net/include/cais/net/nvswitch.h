@@ -122,6 +122,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   void flit_activate(std::uint32_t in);
   void flit_tick_at(TimePs t);  // a tick at the first cycle boundary >= t (and >= now)
   void flit_tick();
+  TimePs flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& requested);
   void flit_advance(const FlitGrant& g);
 
   std::uint32_t node_;
@@ -141,10 +142,14 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<FlitGrant> grants_;
   std::vector<std::uint64_t> flit_ready_;    // [in] VCs whose head holds an output VC
   std::vector<std::uint64_t> flit_waiting_;  // [in] VCs whose head waits for its pipeline delay
+  std::vector<std::uint64_t> flit_vcreq_;    // [in] VCs whose head asks the VC allocator
+  SeparableVcAllocator vc_alloc_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> vc_grants_;
   std::vector<std::uint32_t> flit_active_;   // inputs with a bit in either mask
   std::vector<std::uint8_t> flit_is_active_;
   std::vector<TimePs> out_slot_;     // [out] earliest cycle the output takes its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
+  std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
   TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
   TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
   bool in_tick_ = false;

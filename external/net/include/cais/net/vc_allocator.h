@@ -40,6 +40,9 @@ class VcAllocator {
   // VC or -1 (then the caller waits for a credit or a release at that output).
   std::int32_t allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type, std::uint32_t flits);
   void release(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 0; }
+  // Hold a VC another allocator chose (the flit-level router's separable VC allocation).
+  void take(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 1; }
+  VcRange range_of(PacketType type) const { return vc_range(vc_class_of(type, tc_), vcs_, tc_); }
   bool held(std::uint32_t out_port, std::uint32_t vc) const { return held_[out_port * vcs_ + vc] != 0; }
   std::uint32_t held_count() const;
 

@@ -1,0 +1,66 @@
+// Drift draws (drift.h): keyed, reproducible values and the windowed dispatch order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cais/gpu/drift.h"
+
+namespace cais::gpu {
+namespace {
+
+TEST(DriftDraws, AValueDependsOnItsKeyNotOnTheOrderOfDraws) {
+  Sim sim;
+  DriftDraws a(sim, "gpu0"), b(sim, "gpu0"), other(sim, "gpu1");
+  const double first = a.uniform(DriftSource::kBlockJitter, 3, 7);
+  for (int i = 0; i < 100; ++i) (void)b.uniform(DriftSource::kBlockJitter, i, i);  // draws in between
+  EXPECT_EQ(b.uniform(DriftSource::kBlockJitter, 3, 7), first);
+  EXPECT_NE(other.uniform(DriftSource::kBlockJitter, 3, 7), first);        // another GPU
+  EXPECT_NE(a.uniform(DriftSource::kLaunchSkew, 3, 7), first);             // another source
+}
+
+TEST(DriftDraws, UniformAndNormalHaveTheirMoments) {
+  Sim sim;
+  DriftDraws d(sim, "gpu3");
+  const int n = 20000;
+  double su = 0, sn = 0, sn2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = d.uniform(DriftSource::kTbOrder, 1, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    su += u;
+    const double z = d.normal(DriftSource::kClock, 1, i);
+    sn += z;
+    sn2 += z * z;
+  }
+  EXPECT_NEAR(su / n, 0.5, 0.01);
+  EXPECT_NEAR(sn / n, 0.0, 0.03);
+  EXPECT_NEAR(std::sqrt(sn2 / n), 1.0, 0.03);
+}
+
+TEST(WindowedOrder, IsAPermutationThatMovesEachBlockLessThanTheWindow) {
+  Sim sim;
+  DriftDraws d(sim, "gpu0");
+  std::vector<std::uint32_t> raster(500);
+  std::iota(raster.begin(), raster.end(), 0u);
+  EXPECT_EQ(windowed_order(500, 1, d, 0), raster);
+  for (std::uint32_t w : {2u, 8u, 40u}) {
+    const auto o = windowed_order(500, w, d, 0);
+    auto sorted = o;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, raster);
+    std::uint32_t moved = 0, most = 0;
+    for (std::uint32_t pos = 0; pos < o.size(); ++pos) {
+      const std::uint32_t dist = o[pos] > pos ? o[pos] - pos : pos - o[pos];
+      most = std::max(most, dist);
+      moved += o[pos] != pos;
+    }
+    EXPECT_LT(most, w) << "window " << w;
+    EXPECT_GT(moved, 0u) << "window " << w;
+  }
+  EXPECT_NE(windowed_order(500, 8, d, 0), windowed_order(500, 8, d, 1));  // per launch
+}
+
+}  // namespace
+}  // namespace cais::gpu

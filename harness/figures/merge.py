@@ -1,0 +1,131 @@
+"""Figures of the CAIS merge unit: fig13 (minimal merge-table size and waiting time over the
+coordination steps) and fig14 (time vs merge-table size). They read each point's stats.csv
+(harness/layer_sim.py writes every engine statistic there)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from harness.figures import Figure, register
+from harness.figures._paper import CAIS, finding, label, row
+from harness.figures.speedup import SUBLAYERS
+
+STEPS = ["none", "prelaunch", "preaccess", "throttle"]
+STEP_LABELS = {"none": "none", "prelaunch": "+pre-launch", "preaccess": "+pre-access", "throttle": "+throttling"}
+_HIGH_WATER = re.compile(r"\w+\.cais_merge\.(port\d+\.)?high_water_bytes")
+_WAIT = re.compile(r"\w+\.cais_merge\.(port\d+\.)?wait\.(mean|count)")
+
+
+def merge_stats(point_dir: str) -> dict:
+    """Largest table any port needed (KB) and the waiting time per merge entry (us, mean over
+    entries), from one run's stats.csv."""
+    stats = pd.read_csv(Path(point_dir) / "stats.csv")
+    high = [v for n, v in zip(stats["name"], stats["value"]) if _HIGH_WATER.fullmatch(n)]
+    waits: dict[str, dict[str, float]] = {}
+    for n, v in zip(stats["name"], stats["value"]):
+        m = _WAIT.fullmatch(n)
+        if m:
+            waits.setdefault(n.rsplit(".", 1)[0], {})[m.group(2)] = float(v)
+    entries = sum(w.get("count", 0.0) for w in waits.values())
+    wait_ns = sum(w.get("mean", 0.0) * w.get("count", 0.0) for w in waits.values()) / entries if entries else float("nan")
+    return {"min_merge_table_kb": max(high) / 1024 if high else float("nan"), "wait_time_us": wait_ns / 1e3,
+            "merge_entries": int(entries)}
+
+
+def _coordination(point_dir: str) -> str:
+    """The coordination step of a point, from its resolved config (conf/coordination)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(point_dir) / "config.yaml")
+    steps = [bool(cfg.scheme.get("pre_launch_sync", False)), bool(cfg.scheme.get("pre_access_sync", False)),
+             bool(cfg.net.cais_merge.throttle)]
+    return STEPS[sum(steps)]
+
+
+def fig13_table(points: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, p in points.iterrows():
+        rows.append({"model": p["model"], "sublayer": SUBLAYERS.get(p["workload"], p["workload"]),
+                     "coordination": _coordination(p["point"]), "scheme": p["scheme"], "time_us": p["time_us"],
+                     **merge_stats(p["point"])})
+    df = pd.DataFrame(rows)
+    df["step"] = df["coordination"].map(STEPS.index)
+    return df.sort_values(["model", "sublayer", "step"]).drop(columns="step").reset_index(drop=True)
+
+
+def fig13_plot(t: pd.DataFrame, canvas) -> None:
+    a, b = canvas.add_subplot(1, 2, 1), canvas.add_subplot(1, 2, 2)
+    ends = t[t["coordination"].isin(["none", "throttle"])]
+    keys = list(dict.fromkeys(ends["model"] + " " + ends["sublayer"]))
+    for j, (step, name) in enumerate((("none", "CAIS-w/o-Coord"), ("throttle", "CAIS"))):
+        sub = ends[ends["coordination"] == step].set_index(ends["model"] + " " + ends["sublayer"])
+        a.bar([x + j * 0.4 for x in range(len(keys))], [sub["min_merge_table_kb"].get(k, float("nan")) for k in keys],
+              0.4, label=name)
+    a.set_xticks([x + 0.2 for x in range(len(keys))], keys, rotation=45, fontsize=7)
+    a.set_ylabel("minimal merge table per port (KB)")
+    a.set_title("(a) merge-table size", fontsize=9)
+    a.legend(fontsize=7)
+    mean = t.groupby(["model", "coordination"])["wait_time_us"].mean().reset_index()
+    models = list(dict.fromkeys(mean["model"]))
+    for j, m in enumerate(models):
+        sub = mean[mean["model"] == m].set_index("coordination")["wait_time_us"]
+        b.bar([x + j * 0.8 / len(models) for x in range(len(STEPS))], [sub.get(s, float("nan")) for s in STEPS],
+              0.8 / len(models), label=m)
+    b.set_xticks(range(len(STEPS)), [STEP_LABELS[s] for s in STEPS], fontsize=8)
+    b.set_ylabel("average waiting time (us)")
+    b.set_title("(b) coordination steps", fontsize=9)
+    b.legend(fontsize=7)
+
+
+def fig13_paper(t: pd.DataFrame) -> list[dict]:
+    none, full = t[t["coordination"] == "none"], t[t["coordination"] == "throttle"]
+    if none.empty or full.empty:
+        return []
+    worst_none, worst_full = none["min_merge_table_kb"].max(), full["min_merge_table_kb"].max()
+    wait_none, wait_full = none["wait_time_us"].mean(), full["wait_time_us"].mean()
+    return [
+        row("fig13a: minimal table without coordination, worst sub-layer (KB)", worst_none,
+            finding("merge_table_without_coord"), "rel_default"),
+        row("fig13a: minimal table with coordination, worst port (KB)", worst_full,
+            finding("merge_table_with_coord"), "merge_table_with_coord_kb"),
+        row("fig13a: reduction of the minimal table (%)", (1 - worst_full / worst_none) * 100,
+            finding("merge_table_reduction"), "merge_table_reduction_pct"),
+        row("fig13b: waiting time without coordination (us)", wait_none, finding("wait_time_without_coord"),
+            "rel_default"),
+        row("fig13b: waiting-time improvement (x)", wait_none / wait_full if wait_full else float("nan"),
+            finding("wait_time_improvement"), "wait_time_improvement"),
+    ]
+
+
+register(Figure("fig13", "Merge-table size and waiting time with TB coordination", fig13_table, fig13_plot,
+                fig13_paper))
+
+
+# ------------------------------------------------------------------------ fig14
+def fig14_table(points: pd.DataFrame) -> pd.DataFrame:
+    from omegaconf import OmegaConf
+
+    kb = [OmegaConf.load(Path(p) / "config.yaml").net.cais_merge.table_bytes / 1024 for p in points["point"]]
+    df = points[["model", "workload", "scheme", "time_us"]].rename(columns={"workload": "sublayer"}).copy()
+    df["sublayer"] = df["sublayer"].map(SUBLAYERS).fillna(df["sublayer"])
+    df.insert(3, "table_kb", kb)
+    ref = df[df["scheme"] == CAIS]
+    ref_time = float(ref.loc[ref["table_kb"].idxmax(), "time_us"]) if len(ref) else float("nan")
+    df["normalised_perf"] = ref_time / df["time_us"]
+    return df.sort_values(["scheme", "table_kb"]).reset_index(drop=True)
+
+
+def fig14_plot(t: pd.DataFrame, canvas) -> None:
+    ax = canvas.add_subplot(1, 1, 1)
+    for s in dict.fromkeys(t["scheme"]):
+        sub = t[t["scheme"] == s]
+        ax.plot(sub["table_kb"], sub["normalised_perf"], marker="o", label=label(s))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("merge table per port (KB)")
+    ax.set_ylabel("performance / CAIS at the largest table")
+    ax.legend()
+
+
+register(Figure("fig14", "Performance vs merge-table size", fig14_table, fig14_plot, lambda t: []))

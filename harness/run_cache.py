@@ -1,0 +1,133 @@
+"""The run cache: a finished run's outputs, keyed by the hash of what determines them.
+
+A run is a pure function of its resolved config, the harness code, the engine binaries and the
+input files its config names; the key hashes exactly those. Left out: where the run writes
+(``out_dir``), how it shows progress (``cosim.progress``, ``cosim.watch``) and the cache's own
+keys; wall-clock figures are outputs (timing.csv), never inputs. So a repeated or interrupted
+sweep finds every point it already finished and recomputes nothing, while a code change or an
+edited input file misses the cache as it must.
+
+Layout: ``<cache dir>/<key[:2]>/<key>/`` holds the run folder's files (results.csv and all that
+came with it: stats.csv, series.csv, kernels.csv, timing.csv of the run that computed it);
+an entry is written to a temporary folder and renamed into place, so a crash never leaves a
+half entry that looks finished.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+from functools import lru_cache
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness import REPO_ROOT
+from harness.engines import engine_dir
+
+# Keys that change where or how a run reports, never what it computes.
+EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache")
+# Written by the run path itself, not by the experiment: never cached.
+NOT_CACHED = ("status.json",)
+ENV_DIR = "CAIS_CACHE_DIR"
+
+
+def cache_dir(cfg: DictConfig) -> Path:
+    """cache.dir, else $CAIS_CACHE_DIR, else $XDG_CACHE_HOME/cais-sim (~/.cache/cais-sim)."""
+    if cfg.cache.dir:
+        return Path(str(cfg.cache.dir)).expanduser()
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cais-sim"
+
+
+def _drop(tree: dict, dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        tree = tree.get(p)
+        if not isinstance(tree, dict):
+            return
+    tree.pop(leaf, None)
+
+
+@lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """Hash of the harness's Python sources and data and of the built engines (path + bytes)."""
+    h = hashlib.sha256()
+    roots = [REPO_ROOT / "harness"]
+    files = sorted(p for r in roots for p in r.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    engines = engine_dir()
+    if engines.is_dir():
+        files += sorted(p for p in engines.iterdir() if p.is_file() and (p.name.startswith("cais-engine")
+                                                                          or p.suffix == ".so"))
+    for p in files:
+        h.update(str(p.relative_to(REPO_ROOT) if p.is_relative_to(REPO_ROOT) else p.name).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _input_files(tree, found: list[Path]) -> None:
+    """Every string value of the config that names an existing file (validate.input, a BookSim
+    config): its contents are inputs as much as the keys are."""
+    if isinstance(tree, dict):
+        for v in tree.values():
+            _input_files(v, found)
+    elif isinstance(tree, list):
+        for v in tree:
+            _input_files(v, found)
+    elif isinstance(tree, str) and ("/" in tree or tree.endswith((".csv", ".cfg", ".json"))):
+        p = Path(tree) if Path(tree).is_absolute() else REPO_ROOT / tree
+        if p.is_file():
+            found.append(p)
+
+
+def run_key(cfg: DictConfig) -> str:
+    """The hash of everything a run's results depend on (module docstring)."""
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    for key in EXCLUDED_KEYS:
+        _drop(tree, key)
+    h = hashlib.sha256()
+    h.update(OmegaConf.to_yaml(OmegaConf.create(tree), sort_keys=True).encode())
+    h.update(code_fingerprint().encode())
+    files: list[Path] = []
+    _input_files(tree, files)
+    for p in sorted(set(files)):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def entry(cfg: DictConfig, key: str) -> Path:
+    return cache_dir(cfg) / key[:2] / key
+
+
+def lookup(cfg: DictConfig, key: str, out_dir: Path) -> bool:
+    """Copy a cached run's outputs into out_dir; False when there is none (or caching is off)."""
+    if not cfg.cache.enabled:
+        return False
+    src = entry(cfg, key)
+    if not (src / "results.csv").is_file():
+        return False
+    # copyfile, not copy2: the files get this process's umask, as the run's own files would
+    shutil.copytree(src, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("results.csv"),
+                    copy_function=shutil.copyfile)
+    shutil.copyfile(src / "results.csv", out_dir / "results.csv")  # last: marks the folder finished
+    return True
+
+
+def store(cfg: DictConfig, key: str, out_dir: Path) -> None:
+    """Keep a finished run's outputs under its key. A cache that cannot be written (read-only,
+    full) costs a recomputation later, never the run: the error is swallowed."""
+    if not cfg.cache.enabled:
+        return
+    dst = entry(cfg, key)
+    if (dst / "results.csv").is_file():
+        return
+    tmp = dst.parent / f".{key}.{os.getpid()}.{secrets.token_hex(3)}.tmp"
+    try:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(out_dir, tmp, ignore=shutil.ignore_patterns(*NOT_CACHED, ".*.tmp"))
+        os.rename(tmp, dst)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # another process stored it first, or no space

@@ -1,0 +1,313 @@
+"""What the CAIS schemes share: the graph-level dataflow optimizer (spec 3.6) over the CAIS ISA
+(ld.cais / red.cais, spec 3.2) with merging-aware TB coordination (spec 3.5).
+
+Each sub-layer chain GEMM-RS -> LN -> AG-GEMM (forward L1/L2, backward L3/L4) becomes one
+pipeline released thread block by thread block:
+  GEMM-RS  every tile's partial goes to its row owner with red.cais (the owner's own partial
+           stays local); a local counter per 128-row block counts this GPU's tiles of it; the
+           owner's shard buffer counts the CAIS_RED contributions that land per row block
+           (Buffer.arrival_region_bytes). Tiles run in the same m-major order on every GPU
+           (the TB groups that merge).
+  rs gate  one-warp block per row block of the owner's shard: waits until its own tiles are
+           done and (N-1) x the block's bytes have landed (spec A17: home-side counters).
+  LN       one block per row, TB dependency on its row block's gate (not on the whole kernel).
+  publish  one-warp block per row block, TB dependency on the block's 128 LN rows: a ready flag
+           to every GPU (spec A17's multicast flag, as N-1 flag writes plus the local one).
+  ag gate  one-warp block per row block of the whole tensor, waits for that ready flag.
+  AG-GEMM  A rows through ld.cais from their owner; tile row by waits (TB dependency) for the
+           ag gate of its rows, so consumer tiles start while the producer still runs.
+The gates are resident one-warp waiters (like T3's trigger blocks): the TB scheduler holds the
+consumer blocks through ordinary TB dependencies on them, since those are local to a GPU.
+
+Asymmetric kernel overlap (spec 3.6 (2)): the producer's first owner shard (the rows the
+consumer needs first) runs on all SMs; the rest runs on a static partition of
+alpha = W_RS_rest / (W_RS_rest + W_AG) of the SMs (25 %..75 %) with priority there, while the
+consumer, at lower priority, may use every SM the producer does not hold (so all of them once
+the producer is done). The engine cannot re-partition at run time; this is the static stand-in.
+
+Gathers that feed something other than an AG-GEMM (the weight-gradient GEMMs' re-gathers and
+gathered output gradients) are copy kernels that ld.cais each row block once from its owner.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.compiler import Coordination, compile_cais
+from harness.gpu.isa_text import isa
+from harness.kernels import gemm as gemm_kernel
+from harness.kernels.builder import affine
+from harness.kernels.flags import signal_peers
+from harness.kernels.gemm import Signal, Sink, Source, plan
+from harness.schemes import SchemeParams
+from harness.schemes.lowering import Lowering
+from harness.workload.graph import Collective, Gemm, Graph, Norm, Op
+from harness.workload.models import ELEM_BYTES as ELEM
+
+BLOCK_ROWS = 128     # rows of one readiness unit (a row block): the CUTLASS tile rows of spec A8
+MIN_SHARE = 0.25     # spec 3.6 (2): at least 25 % of the SMs for each overlapped kernel
+# stream priorities (higher dispatches first): waiters must find a slot, LN rows must not queue
+# behind GEMM tiles, the producer keeps its partition ahead of the consumer
+PRIO_GATE, PRIO_LN, PRIO_RS, PRIO_AG, PRIO_OTHER = 4, 3, 2, 1, 0
+GATHER_ROW_BYTES = 512  # bytes of a row one gather block copies (128 rows x 512 B = 64 KiB per block)
+
+
+@dataclass
+class CaisParams(SchemeParams):
+    pre_launch_sync: bool = True
+    """Pre-launch TB-group synchronisation of the .cais kernels (spec 3.5 step 1)."""
+    pre_access_sync: bool = True
+    """Pre-access synchronisation: CAIS_SYNC before a TB's first .cais instruction (step 2)."""
+    throttle: bool = True
+    """TB-aware request throttling in the merge unit (step 3); conf/scheme sets
+    net.cais_merge.throttle from it."""
+    reuse_remote_rows: bool = True
+    """True: a gathered row block's remote lines are fetched once (ld.cais) into local memory
+    by a per-row-block copy that the AG-GEMM's tiles of those rows depend on: what the
+    requester's L2 keeping remote lines across a row of tiles gives (spec A7; the engine keeps
+    no remote lines in L2). False: every AG-GEMM tile ld.cais's its own A rows, so the gathered
+    tensor leaves its owners once per column of tiles (A7's sensitivity)."""
+
+
+def shift_rows(kernel, tiles: int) -> None:
+    """Make block_y of every address mean block_y + tiles (a launch of a GEMM's later rows)."""
+    def shift(a):
+        a.base += tiles * a.block_y
+        for q in a.quotient:
+            q.base += tiles * q.block_y
+    for ins in kernel.program:
+        for a in (ins.addr, ins.peer, ins.src_addr):
+            shift(a)
+
+
+def overlap_share(w_rs_rest: float, w_ag: float) -> float:
+    """Share of the SMs the producer keeps while both kernels have work (spec 3.6 (2))."""
+    alpha = w_rs_rest / (w_rs_rest + w_ag) if w_rs_rest + w_ag > 0 else 1.0
+    return min(1.0 - MIN_SHARE, max(MIN_SHARE, alpha))
+
+
+class CaisLowering(Lowering):
+    def __init__(self, graph: Graph, target, params: CaisParams, scheme: str):
+        super().__init__(graph, target, scheme)
+        self.coord = Coordination(params.pre_launch_sync, params.pre_access_sync)
+        self.source_form: list[int] = []  # kernels the CAIS compiler rewrites at finish()
+        self.reuse = params.reuse_remote_rows
+        self.done: dict[str, tuple[int, ...]] = {}        # op -> launches whose end is the op's end
+        self.shard_ready: dict[str, tuple[int, int]] = {}  # op -> (launch, its blocks per row block)
+        self.ag_gate: dict[str, int] = {}                 # AG op -> gate launch (row r of blocks = row block r)
+        self.ag_src: dict[str, int] = {}                  # AG op -> the shard buffer it gathers
+        self.chain_after: dict[str, tuple[int, ...]] = {}  # TB-released op -> what its chain waits for
+        self._streams = 0
+
+    # ---- helpers
+    def plain_remote(self, build) -> int:
+        """A kernel in its source form, as a programmer writes it: cross-GPU loads as plain remote
+        loads, partial-tile reductions as plain remote atomic adds (`build(load_kind,
+        reduce_kind)` adds it with those gemm Source / Sink kinds). finish() runs the CAIS
+        compiler over every such kernel once all launches exist."""
+        ki = build("remote", "red_remote")
+        self.source_form.append(ki)
+        return ki
+
+    def finish(self):
+        report = compile_cais(self.b, self.source_form, coordination=self.coord)
+        for k in report.kernels:  # every access these kernels make across GPUs is GPU-invariant
+            if k.refused or k.of("refused") or not k.of("rewritten"):
+                raise RuntimeError(f"CAIS compiler left kernel '{k.name}' uncompiled:\n{report.text()}")
+        return super().finish()
+
+    def stream(self, priority: int, sm_first: int = 0, sm_count: int = 0):
+        """A stream of its own per launch: order comes from `after` and TB dependencies, and no
+        launch pays a stream's launch gap behind an unrelated one."""
+        self._streams += 1
+        return self.b.stream(f"s{self._streams}", priority, sm_first, sm_count)
+
+    def after(self, op: Op) -> tuple[int, ...]:
+        return tuple(sorted({li for d in op.deps for li in self.done.get(d, ())}))
+
+    def row_blocks(self, name: str, rows: int) -> int:
+        if rows % BLOCK_ROWS:
+            raise ValueError(f"{name}: a shard of {rows} rows is not whole {BLOCK_ROWS}-row blocks")
+        return rows // BLOCK_ROWS
+
+    def waiter(self, name: str, blocks: int):
+        ki, p = self.b.kernel(name, 1, blocks, threads=32, regs=32)
+        return ki, p
+
+    def ag_gemms(self, ag: str) -> list[Gemm]:
+        return [o for o in self.g.consumers(ag) if isinstance(o, Gemm) and o.a_gathered and o.deps == (ag,)]
+
+    def downstream_ag_flops(self, rs: Collective) -> int:
+        """FLOPs of the AG-GEMMs fed by this reduction (through an LN or directly)."""
+        mids = [rs] + [o for o in self.g.consumers(rs.name) if isinstance(o, Norm)]
+        ags = [o for m in mids for o in self.g.consumers(m.name) if isinstance(o, Collective) and o.kind == "all_gather"]
+        return sum(c.flops for a in ags for c in self.ag_gemms(a.name))
+
+    # ---- GEMM-RS and its gate
+    def gemm_rs(self, op: Gemm, rs: Collective) -> None:
+        G, sms = self.t.gpus, self.t.num_sms
+        owner_rows, ldc = op.M // G, op.N * ELEM
+        R = self.row_blocks(rs.name, owner_rows)
+        out = self.out_of(rs)  # the owner's reduced shard: zero, then its own partial and the merged sums
+        arrivals = self.b.flags(f"{rs.name}.arrived", R)
+        buf = self.b.wl.buffers[out]
+        buf.arrival_region_bytes, buf.arrival_flag_buffer = BLOCK_ROWS * ldc, arrivals
+        c = plan(op.M, op.N, op.K, sms, math.gcd(owner_rows, BLOCK_ROWS))
+        gx = math.ceil(op.N / c.tn)
+        tiles = self.b.flags(f"{op.name}.tiles", G * R)  # this GPU's finished tiles per row block
+        a = self.tensor(f"{op.name}.saved_act", op.M * op.K * ELEM) if op.wgrad else self.input_of(op, op.M * op.K * ELEM)
+        w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
+        after = self.after(op)
+
+        def part(name: str, rows: int, first_tile_row: int):
+            def build(_load, reduce_kind):
+                ki, _ = gemm_kernel.gemm(self.b, name, rows, op.N, op.K, a=a, w=w, out=out,
+                                         sink=Sink(reduce_kind, owner_rows), config=c,
+                                         signal=Signal(tiles, "local", rows_per_flag=BLOCK_ROWS))
+                shift_rows(self.b.wl.kernels[ki], first_tile_row)
+                return ki
+            return self.plain_remote(build)
+
+        w_ag = self.downstream_ag_flops(rs)
+        if w_ag and G > 1:  # first owner's rows on every SM, the rest beside the consumer
+            head = part(f"{op.name}.head", owner_rows, 0)
+            rest = part(f"{op.name}.rest", op.M - owner_rows, owner_rows // c.tm)
+            keep = max(1, round(sms * overlap_share(op.flops * (G - 1) / G, w_ag)))
+            launches = (self.launch(op, head, self.stream(PRIO_RS), after=after),
+                        self.launch(op, rest, self.stream(PRIO_RS, 0, keep), after=after))
+        else:
+            launches = (self.launch(op, part(op.name, op.M, 0), self.stream(PRIO_RS), after=after),)
+        self.done[op.name] = launches
+        ki, p = self.waiter(f"{rs.name}.gate", R)  # row block by of this GPU's shard
+        p.ins(isa.FLAG_WAIT, buffer=tiles, addr=affine(0, g=8 * R, by=8), value=gx * (BLOCK_ROWS // c.tm))
+        p.ins(isa.FLAG_WAIT, buffer=arrivals, addr=affine(0, by=8), value=(G - 1) * BLOCK_ROWS * ldc)
+        gate = self.launch(rs, ki, self.stream(PRIO_GATE), after=after)
+        self.done[rs.name] = (gate,)
+        self.chain_after[rs.name] = after
+        self.shard_ready[rs.name] = (gate, 1)
+
+    # ---- LN released per row block
+    def norm_after_rs(self, op: Norm) -> None:
+        gate, _ = self.shard_ready[op.deps[0]]
+        dep = {"producer": gate, "scale_num": 1, "scale_den": BLOCK_ROWS, "lo": 0, "hi": 0}
+        after = self.chain_after[op.deps[0]]
+        li = self.norm(op, self.stream(PRIO_LN), after=after, deps=(dep,))
+        self.done[op.name] = (li,)
+        self.shard_ready[op.name] = (li, BLOCK_ROWS)
+        self.chain_after[op.name] = after
+
+    # ---- AllGather: ready flags, gates, consumers
+    def all_gather(self, ag: Collective) -> None:
+        G = self.t.gpus
+        shard_rows, ldh = ag.rows // G, ag.cols * ELEM
+        R = self.row_blocks(ag.name, shard_rows)
+        src_name = ag.deps[0] if ag.deps else None
+        src = self.tensors[src_name] if src_name else self.tensor(f"{ag.name}.in", shard_rows * ldh)
+        ready = self.b.flags(f"{ag.name}.ready", G * R)
+        ki, p = self.waiter(f"{ag.name}.publish", R)  # row block by of this GPU's shard is written
+        flag = affine(0, g=8 * R, by=8)
+        signal_peers(p, ready, flag, G)
+        p.ins(isa.FLAG_SIGNAL, buffer=ready, addr=flag, value=1, scope=isa.LOCAL)
+        if src_name in self.shard_ready:  # TB-level: the LN rows (or the reduced rows) of the block
+            prod, per = self.shard_ready[src_name]
+            dep = {"producer": prod, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0} if per == 1 else \
+                {"producer": prod, "scale_num": per, "scale_den": 1, "lo": 0, "hi": per - 1}
+            after = self.chain_after[src_name]
+            pub = self.launch(ag, ki, self.stream(PRIO_GATE), after=after, deps=(dep,))
+        else:  # the source was written by an earlier kernel (a re-gather of a saved activation)
+            after = self.after(ag)
+            pub = self.launch(ag, ki, self.stream(PRIO_GATE), after=after)
+        gi, p = self.waiter(f"{ag.name}.gate", G * R)  # row block by of the whole tensor is ready
+        p.ins(isa.FLAG_WAIT, buffer=ready, addr=affine(0, by=8), value=1)
+        gate = self.launch(ag, gi, self.stream(PRIO_GATE), after=after)
+        self.ag_gate[ag.name], self.ag_src[ag.name], self.chain_after[ag.name] = gate, src, after
+        self.done[ag.name] = (gate,)
+
+    def gather(self, ag: Collective) -> None:
+        """The gathered tensor in local memory: each row block's lines loaded once from its
+        owner with ld.cais, in column chunks of at most GATHER_ROW_BYTES per row (one block
+        each), released by the row block's ready flag. Without reuse_remote_rows it serves only
+        the weight gradients and runs after the AG-GEMMs of the same gather (so that their merge
+        sessions and the copy's never mix)."""
+        G, src, gate = self.t.gpus, self.ag_src[ag.name], self.ag_gate[ag.name]
+        R = self.row_blocks(ag.name, ag.rows // G)
+        ldh = ag.cols * ELEM
+        chunk = math.gcd(ldh, GATHER_ROW_BYTES)
+        full = self.tensor(ag.name, ag.bytes)
+
+        def build(load_kind, _reduce):
+            ki, p = self.b.kernel(f"{ag.name}.gather", ldh // chunk, G * R, threads=128, regs=32)
+            peer, addr = affine(0), affine(0, bx=chunk, by=BLOCK_ROWS * ldh)
+            peer.quotient.add(block_y=1, divisor=R, scale=1)
+            addr.quotient.add(block_y=1, divisor=R, scale=-R * BLOCK_ROWS * ldh)
+            op = {"cais": isa.LD_CAIS, "remote": isa.LD_REMOTE}[load_kind]
+            p.ins(op, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1)
+            p.ins(isa.ST, buffer=full, addr=affine(0, bx=chunk, by=BLOCK_ROWS * ldh), rows=BLOCK_ROWS, row_bytes=chunk,
+                  row_stride=ldh, reg=1)
+            return ki
+        ki = self.plain_remote(build)
+        dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
+        after = set(self.chain_after[ag.name])
+        after.update(li for o in self.ag_gemms(ag.name) for li in self.done.get(o.name, ()))
+        self.done[ag.name] = (self.launch(ag, ki, self.stream(PRIO_LN), after=tuple(after), deps=(dep,)),)
+
+    def ag_gemm(self, op: Gemm) -> None:
+        """Tile row by starts when its gathered rows are ready: fetched by the row block's copy
+        (reuse_remote_rows), else loaded by the tile itself with ld.cais from the owner."""
+        ag = self.g.op(op.deps[0])
+        owner_rows = op.M // self.t.gpus
+        c = plan(op.M, op.N, op.K, self.t.num_sms, math.gcd(owner_rows, BLOCK_ROWS))
+        w, out = self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
+        if self.reuse:
+            if self.done[ag.name] == (self.ag_gate[ag.name],):
+                self.gather(ag)
+            (ready,) = self.done[ag.name]
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.tensors[ag.name], w=w, out=out, config=c)
+        else:
+            ready = self.ag_gate[ag.name]
+
+            def build(load_kind, _reduce):
+                ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.ag_src[ag.name], w=w, out=out,
+                                         source=Source(load_kind, owner_rows), config=c)
+                return ki
+            ki = self.plain_remote(build)
+        per = c.tm // BLOCK_ROWS
+        dep = {"producer": ready, "key": isa.ROW, "scale_num": max(1, per),
+               "scale_den": 1 if per else BLOCK_ROWS // c.tm, "lo": 0, "hi": max(0, per - 1)}
+        li = self.launch(op, ki, self.stream(PRIO_AG), after=self.chain_after[ag.name], deps=(dep,))
+        self.done[op.name] = (li,)
+
+    # ---- the graph
+    def lower(self):
+        ops = self.g.ops
+        for i, op in enumerate(ops):
+            if op.name in self.done:
+                continue
+            nxt = ops[i + 1] if i + 1 < len(ops) else None
+            if isinstance(op, Gemm) and op.out_partial:
+                if not (isinstance(nxt, Collective) and nxt.kind == "reduce_scatter" and nxt.deps == (op.name,)):
+                    raise ValueError(f"cais: partial GEMM '{op.name}' is not followed by its ReduceScatter")
+                self.gemm_rs(op, nxt)
+            elif isinstance(op, Norm) and op.deps and op.deps[0] in self.shard_ready:
+                self.norm_after_rs(op)
+            elif isinstance(op, Norm):
+                li = self.norm(op, self.stream(PRIO_LN), after=self.after(op))
+                self.done[op.name] = (li,)
+                self.shard_ready[op.name] = (li, BLOCK_ROWS)
+                self.chain_after[op.name] = self.after(op)
+            elif isinstance(op, Collective) and op.kind == "all_gather":
+                self.all_gather(op)
+            elif isinstance(op, Collective):
+                raise ValueError(f"cais: collective '{op.name}' ({op.kind}) has no CAIS lowering")
+            elif isinstance(op, Gemm) and op.a_gathered and len(op.deps) == 1 and op.deps[0] in self.ag_gate:
+                self.ag_gemm(op)
+            else:
+                for d in op.deps:
+                    if d in self.ag_gate and self.done[d] == (self.ag_gate[d],):
+                        self.gather(self.g.op(d))
+                self.done[op.name] = (self.plain(op, self.stream(PRIO_OTHER), after=self.after(op)),)
+        return self.finish()
+
+
+def lower_cais(graph: Graph, target, params: CaisParams, scheme: str):
+    return CaisLowering(graph, target, params, scheme).lower()

@@ -1,0 +1,34 @@
+"""CI's result diff: the fast configuration (conf/experiment/ci_fast.yaml: sub-layer L1 of
+model=tiny under every scheme) against the committed reference the simulator produced, and a
+check that the diff fails when one scheme's result moves outside tolerance."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness import REPO_ROOT
+from harness.diff import main as diff_main
+from conftest import run_cli
+
+REFERENCE = REPO_ROOT / "tests" / "reference" / "ci" / "ci_fast.csv"
+RTOL = 0.01  # results are deterministic: this only lets harmless float noise through
+
+
+def test_fast_configuration_matches_the_committed_reference(engines, tmp_path):
+    out = tmp_path / "ci"
+    run_cli("experiment=ci_fast", f"out_dir={out}", "cache.enabled=false", timeout=600)
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(out / "results.csv"), str(REFERENCE), "--rtol", str(RTOL)])
+    assert done.value.code == 0
+
+
+def test_the_diff_fails_when_a_scheme_moves_outside_tolerance(tmp_path, capsys):
+    moved = pd.read_csv(REFERENCE)
+    moved.loc[moved["scheme"] == "coconet_nvls", "time_us"] *= 1.05
+    path = tmp_path / "moved.csv"
+    moved.to_csv(path, index=False)
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(path), str(REFERENCE), "--rtol", str(RTOL)])
+    assert done.value.code == 1
+    out = capsys.readouterr().out
+    assert "coconet_nvls" in out and "time_us" in out and "tp_nvls " not in out

@@ -1,0 +1,78 @@
+"""The short fuzz run of the harness's parsers (docs/FUZZING.md) and the regression tests of what
+fuzzing found. The engines' decoders are fuzzed by cais_fuzz_tests (test_native_units)."""
+from __future__ import annotations
+
+import pytest
+
+from harness import booksim_config, fuzz
+from harness.config.precheck import precheck
+from harness.errors import ConfigError
+from harness.fuzz.targets import all_targets
+from tests.conftest import run_cli
+
+# Inputs per target: the cheap targets get more (the whole file stays well under 30 s on 2 cores).
+SHORT_RUNS = {"booksim": 600, "validate_csv": 300, "overrides": 150, "precheck": 30}
+
+
+@pytest.mark.parametrize("name", list(SHORT_RUNS))
+def test_short_fuzz_run_finds_nothing(name):
+    report = fuzz.run(all_targets()[name], SHORT_RUNS[name], seed=1, limit_s=10.0)
+    assert not report.findings, report.line() + "\n" + "\n".join(report.findings)
+    assert report.inputs >= SHORT_RUNS[name]
+    assert report.rejected > 0  # the mutations reach the checks (a target that refuses nothing tests little)
+
+
+def test_the_fuzzer_reports_a_crash_a_hang_and_an_unclear_refusal():
+    def crashes(value):
+        raise KeyError(value)
+
+    def hangs(value):
+        while True:
+            pass
+
+    def two_lines(value):
+        raise ConfigError("k", "first\nsecond")
+
+    for run, kind in ((crashes, "KeyError"), (hangs, "hang"), (two_lines, "unclear refusal")):
+        report = fuzz.run(fuzz.Target("t", ["x"], run, fuzz.mutate_text), 3, limit_s=0.2, max_findings=1)
+        assert report.findings and report.findings[0].startswith(kind), report.findings
+
+
+def test_booksim_file_that_is_not_utf8_is_one_line_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "net.cfg"
+    path.write_bytes(b"k = 8;\ntraffic = unif\xe9rm;\n")
+    with pytest.raises(ConfigError, match=r"net\.booksim_config: .*net\.cfg:2: byte 0xe9 is not UTF-8"):
+        booksim_config.load(path)
+
+
+@pytest.mark.parametrize("override", ["seed=${nope}", "cosim.progress=e${x}"])
+def test_an_interpolation_to_nowhere_is_refused_before_the_run(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key}: Interpolation key '\w+' not found"):
+        precheck([override])
+
+
+def test_an_interpolation_to_nowhere_is_one_cli_line():
+    proc = run_cli("seed=${nope}", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "cais-sim: error: seed: Interpolation key 'nope' not found"
+
+
+def test_validate_size_too_large_for_a_float_names_the_row(tmp_path):
+    from harness.experiments import validate_collectives
+
+    path = tmp_path / "rows.csv"
+    path.write_text("name,op,bytes,gpus,algo\nbig,all_reduce,1e309,2,ring\n")
+    with pytest.raises(ConfigError, match=r"rows\.csv line 2 \(name big\): bytes 'inf' is not allowed"):
+        validate_collectives.load_input(str(path))
+
+
+def test_concurrent_row_with_an_extra_field_names_the_row(tmp_path):
+    from harness.experiments import validate_concurrent
+
+    header = ("name,M,N,K,stream_kind,ctas,bytes,order,start_gap_us,gemm_us,stream_us,makespan_us,gemm_alone_us,"
+              "stream_alone_us")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "\na,x,0,1,1,copy,8,64,stream_first,0,1,1,1,1,1\n")  # one field too many, M 0
+    with pytest.raises(ConfigError, match=r"rows\.csv row 2: M=0 must be a positive integer"):
+        validate_concurrent.load_input(str(path))
