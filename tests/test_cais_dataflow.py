@@ -7,7 +7,6 @@ import pytest
 
 from harness import schemes
 from harness.gpu.isa_text import isa
-from harness.schemes.cais_dataflow import MIN_SHARE, overlap_share, shift_rows
 from harness.schemes.lowering import Target
 from harness.workload import build, from_config
 
@@ -34,14 +33,13 @@ def _launch(low, kernel_name: str):
 
 def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     _, low = _lower("cais", "inference", "sublayer_l1", model="llama_7b")
-    _, la_head, _ = _launch(low, "out_proj.head")
-    _, la_rest, _ = _launch(low, "out_proj.rest")
+    _, la_rs, _ = _launch(low, "out_proj")
     gate, la_gate, k_gate = _launch(low, "reduce_out_proj.gate")
     ln, la_ln, _ = _launch(low, "ln2")
     _, la_pub, _ = _launch(low, "ag_ln2.publish")
     ag_gate, _, k_ag_gate = _launch(low, "ag_ln2.gate")
     _, la_ffn1, k_ffn1 = _launch(low, "ffn1")
-    for la in (la_head, la_rest, la_gate, la_ln, la_pub, la_ffn1):  # nothing waits for a whole kernel
+    for la in (la_rs, la_gate, la_ln, la_pub, la_ffn1):  # nothing waits for a whole kernel
         assert list(la.after) == []
     # LN row r waits for its row block's gate: contributions landed and own tiles done
     (d,) = la_ln.deps
@@ -70,32 +68,16 @@ def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     assert isa.LD_CAIS in {i.op for i in k_ffn1.program}
 
 
-def test_the_producer_keeps_a_static_share_of_the_sms_beside_the_consumer():
+def test_producer_consumer_and_gather_share_the_home_interleaved_row_order():
+    """Every GPU hands out row block r of every owner before r + 1 (Kernel.row_interleave = N),
+    the producer on every SM ahead of the consumer."""
     _, low = _lower("cais", "inference", "sublayer_l1", model="llama_7b")
-    _, la_head, k_head = _launch(low, "out_proj.head")
-    _, la_rest, k_rest = _launch(low, "out_proj.rest")
-    _, la_ffn1, _ = _launch(low, "ffn1")
-    assert la_head.sm_count == 0 and la_ffn1.sm_count == 0  # every SM
-    w_rs, w_ag = 2 * 9216 * 4096 * 512 * 7 / 8, 2 * 9216 * 1408 * 4096
-    assert la_rest.sm_count == round(SMS * overlap_share(w_rs, w_ag)) == round(SMS * MIN_SHARE)
-    assert la_rest.priority > la_ffn1.priority
-    assert k_head.grid_y == 9 and k_rest.grid_y == 63  # the first owner's 1152 rows, then the rest
-    # backward L3: the producer (FFN1 dgrad) outweighs the consumer (out-proj dgrad)
-    _, low = _lower("cais", "training", "sublayer_l3", model="llama_7b")
-    _, la_rest, _ = _launch(low, "ffn1_dgrad.rest")
-    share = overlap_share(2 * 9216 * 4096 * 1408 * 7 / 8, 2 * 9216 * 512 * 4096)
-    assert 0.5 < share <= 1 - MIN_SHARE and la_rest.sm_count == round(SMS * share)
-
-
-def test_a_later_row_launch_addresses_the_rows_it_computes():
-    """shift_rows(k, t) turns block_y into block_y + t in every address and quotient."""
-    a = isa.Affine(base=5, block_y=100)
-    a.quotient.add(block_y=1, divisor=3, scale=7)
-    k = isa.Kernel()
-    k.program.add(op=isa.LD, addr=a)
-    shift_rows(k, 4)
-    got = k.program[0].addr
-    assert got.base == 5 + 400 and got.quotient[0].base == 4
+    _, la_rs, k_rs = _launch(low, "out_proj")
+    _, la_ffn1, k_ffn1 = _launch(low, "ffn1")
+    _, _, k_gather = _launch(low, "ag_ln2.gather")
+    assert k_rs.row_interleave == k_ffn1.row_interleave == k_gather.row_interleave == G
+    assert la_rs.sm_count == 0 and la_ffn1.sm_count == 0  # every SM
+    assert la_rs.priority > la_ffn1.priority
 
 
 @pytest.mark.parametrize("scheme,pre_launch,pre_access", [("cais", True, True), ("cais_wo_coord", False, False),

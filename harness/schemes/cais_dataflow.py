@@ -6,8 +6,10 @@ pipeline released thread block by thread block:
   GEMM-RS  every tile's partial goes to its row owner with red.cais (the owner's own partial
            stays local); a local counter per 128-row block counts this GPU's tiles of it; the
            owner's shard buffer counts the CAIS_RED contributions that land per row block
-           (Buffer.arrival_region_bytes). Tiles run in the same m-major order on every GPU
-           (the TB groups that merge).
+           (Buffer.arrival_region_bytes). Tiles are handed out in the same order on every GPU
+           (the TB groups that merge), home-interleaved: row block r of every owner, then
+           r + 1 (Kernel.row_interleave), so the reductions in flight spread over all homes'
+           switch ports instead of filling the four towards one home.
   rs gate  one-warp block per row block of the owner's shard: waits until its own tiles are
            done and (N-1) x the block's bytes have landed (spec A17: home-side counters).
   LN       one block per row, TB dependency on its row block's gate (not on the whole kernel).
@@ -19,11 +21,13 @@ pipeline released thread block by thread block:
 The gates are resident one-warp waiters (like T3's trigger blocks): the TB scheduler holds the
 consumer blocks through ordinary TB dependencies on them, since those are local to a GPU.
 
-Asymmetric kernel overlap (spec 3.6 (2)): the producer's first owner shard (the rows the
-consumer needs first) runs on all SMs; the rest runs on a static partition of
-alpha = W_RS_rest / (W_RS_rest + W_AG) of the SMs (25 %..75 %) with priority there, while the
-consumer, at lower priority, may use every SM the producer does not hold (so all of them once
-the producer is done). The engine cannot re-partition at run time; this is the static stand-in.
+Asymmetric kernel overlap (spec 3.6 (2)): the producer runs on every SM at a higher priority
+than the consumer, whose tiles take SMs as soon as their rows are ready and no producer tile
+waits for one, so the two overlap from the producer's tail on, with the consumer's loads
+beside the producer's reductions. A static SM split (the producer on alpha = W_RS / (W_RS +
+W_AG) of the SMs, the engine cannot re-partition at run time) measured slower on LLaMA-7B L1
+(docs/SCHEMES.md), so it is not used. The consumer and the gathers use the producer's
+home-interleaved row order.
 
 Gathers that feed something other than an AG-GEMM (the weight-gradient GEMMs' re-gathers and
 gathered output gradients) are copy kernels that ld.cais each row block once from its owner.
@@ -45,7 +49,6 @@ from harness.workload.graph import Collective, Gemm, Graph, Norm, Op
 from harness.workload.models import ELEM_BYTES as ELEM
 
 BLOCK_ROWS = 128     # rows of one readiness unit (a row block): the CUTLASS tile rows of spec A8
-MIN_SHARE = 0.25     # spec 3.6 (2): at least 25 % of the SMs for each overlapped kernel
 # stream priorities (higher dispatches first): waiters must find a slot, LN rows must not queue
 # behind GEMM tiles, the producer keeps its partition ahead of the consumer
 PRIO_GATE, PRIO_LN, PRIO_RS, PRIO_AG, PRIO_OTHER = 4, 3, 2, 1, 0
@@ -67,23 +70,6 @@ class CaisParams(SchemeParams):
     requester's L2 keeping remote lines across a row of tiles gives (spec A7; the engine keeps
     no remote lines in L2). False: every AG-GEMM tile ld.cais's its own A rows, so the gathered
     tensor leaves its owners once per column of tiles (A7's sensitivity)."""
-
-
-def shift_rows(kernel, tiles: int) -> None:
-    """Make block_y of every address mean block_y + tiles (a launch of a GEMM's later rows)."""
-    def shift(a):
-        a.base += tiles * a.block_y
-        for q in a.quotient:
-            q.base += tiles * q.block_y
-    for ins in kernel.program:
-        for a in (ins.addr, ins.peer, ins.src_addr):
-            shift(a)
-
-
-def overlap_share(w_rs_rest: float, w_ag: float) -> float:
-    """Share of the SMs the producer keeps while both kernels have work (spec 3.6 (2))."""
-    alpha = w_rs_rest / (w_rs_rest + w_ag) if w_rs_rest + w_ag > 0 else 1.0
-    return min(1.0 - MIN_SHARE, max(MIN_SHARE, alpha))
 
 
 class CaisLowering(Lowering):
@@ -137,12 +123,6 @@ class CaisLowering(Lowering):
     def ag_gemms(self, ag: str) -> list[Gemm]:
         return [o for o in self.g.consumers(ag) if isinstance(o, Gemm) and o.a_gathered and o.deps == (ag,)]
 
-    def downstream_ag_flops(self, rs: Collective) -> int:
-        """FLOPs of the AG-GEMMs fed by this reduction (through an LN or directly)."""
-        mids = [rs] + [o for o in self.g.consumers(rs.name) if isinstance(o, Norm)]
-        ags = [o for m in mids for o in self.g.consumers(m.name) if isinstance(o, Collective) and o.kind == "all_gather"]
-        return sum(c.flops for a in ags for c in self.ag_gemms(a.name))
-
     # ---- GEMM-RS and its gate
     def gemm_rs(self, op: Gemm, rs: Collective) -> None:
         G, sms = self.t.gpus, self.t.num_sms
@@ -159,24 +139,14 @@ class CaisLowering(Lowering):
         w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
         after = self.after(op)
 
-        def part(name: str, rows: int, first_tile_row: int):
-            def build(_load, reduce_kind):
-                ki, _ = gemm_kernel.gemm(self.b, name, rows, op.N, op.K, a=a, w=w, out=out,
-                                         sink=Sink(reduce_kind, owner_rows), config=c,
-                                         signal=Signal(tiles, "local", rows_per_flag=BLOCK_ROWS))
-                shift_rows(self.b.wl.kernels[ki], first_tile_row)
-                return ki
-            return self.plain_remote(build)
-
-        w_ag = self.downstream_ag_flops(rs)
-        if w_ag and G > 1:  # first owner's rows on every SM, the rest beside the consumer
-            head = part(f"{op.name}.head", owner_rows, 0)
-            rest = part(f"{op.name}.rest", op.M - owner_rows, owner_rows // c.tm)
-            keep = max(1, round(sms * overlap_share(op.flops * (G - 1) / G, w_ag)))
-            launches = (self.launch(op, head, self.stream(PRIO_RS), after=after),
-                        self.launch(op, rest, self.stream(PRIO_RS, 0, keep), after=after))
-        else:
-            launches = (self.launch(op, part(op.name, op.M, 0), self.stream(PRIO_RS), after=after),)
+        def build(_load, reduce_kind):
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=out,
+                                     sink=Sink(reduce_kind, owner_rows), config=c,
+                                     signal=Signal(tiles, "local", rows_per_flag=BLOCK_ROWS))
+            return ki
+        ki = self.plain_remote(build)
+        self.b.wl.kernels[ki].row_interleave = G  # home-interleaved tile order (module docstring)
+        launches = (self.launch(op, ki, self.stream(PRIO_RS), after=after),)
         self.done[op.name] = launches
         ki, p = self.waiter(f"{rs.name}.gate", R)  # row block by of this GPU's shard
         p.ins(isa.FLAG_WAIT, buffer=tiles, addr=affine(0, g=8 * R, by=8), value=gx * (BLOCK_ROWS // c.tm))
@@ -246,6 +216,7 @@ class CaisLowering(Lowering):
                   row_stride=ldh, reg=1)
             return ki
         ki = self.plain_remote(build)
+        self.b.wl.kernels[ki].row_interleave = G  # row block r of every owner, then r + 1
         dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
         after = set(self.chain_after[ag.name])
         after.update(li for o in self.ag_gemms(ag.name) for li in self.done.get(o.name, ()))
@@ -271,6 +242,7 @@ class CaisLowering(Lowering):
                                          source=Source(load_kind, owner_rows), config=c)
                 return ki
             ki = self.plain_remote(build)
+        self.b.wl.kernels[ki].row_interleave = self.t.gpus  # the producer's row order
         per = c.tm // BLOCK_ROWS
         dep = {"producer": ready, "key": isa.ROW, "scale_num": max(1, per),
                "scale_den": 1 if per else BLOCK_ROWS // c.tm, "lo": 0, "hi": max(0, per - 1)}

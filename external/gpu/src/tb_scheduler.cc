@@ -10,6 +10,22 @@
 
 namespace cais::gpu {
 
+std::vector<std::uint32_t> interleaved_rows(std::uint32_t gx, std::uint32_t gy, std::uint32_t groups,
+                                           const std::string& kernel) {
+  if (gy % groups != 0)
+    throw ConfigError("workload", "kernel '" + kernel + "': row_interleave " + std::to_string(groups) +
+                                      " does not divide its " + std::to_string(gy) + " rows of blocks");
+  const std::uint32_t per = gy / groups;
+  std::vector<std::uint32_t> order;
+  order.reserve(static_cast<std::size_t>(gx) * gy);
+  for (std::uint32_t rp = 0; rp < gy; ++rp) {
+    const std::uint32_t by = (rp % groups) * per + rp / groups;
+    for (std::uint32_t bx = 0; bx < gx; ++bx) order.push_back(by * gx + bx);
+  }
+  return order;
+}
+
+
 TbScheduler::TbScheduler(GpuContext& ctx) : ctx_(ctx), draws_(ctx.sim, ctx.name()) {
   sms_.resize(ctx.cfg.num_sms);
 }
@@ -70,8 +86,14 @@ void TbScheduler::setup() {
     L.prelaunch = k.cais().enabled() && k.cais().pre_launch_sync() && L.participants > 1 && ctx_.has_ports && !k.persistent();
     // Blocks leave raster order (not clusters, which go as units, nor the resident CTAs of a
     // persistent kernel, which are all placed at launch).
-    if (cfg.tb_order_window > 1 && L.cluster_ctas == 1 && !k.persistent())
-      L.order = windowed_order(L.ctas, cfg.tb_order_window, draws_, L.index);
+    if (k.row_interleave() > 1 && L.cluster_ctas == 1 && !k.persistent())
+      L.order = interleaved_rows(k.grid_x(), k.grid_y(), k.row_interleave(), k.name());
+    if (cfg.tb_order_window > 1 && L.cluster_ctas == 1 && !k.persistent()) {
+      std::vector<std::uint32_t> w = windowed_order(L.ctas, cfg.tb_order_window, draws_, L.index);
+      if (!L.order.empty())
+        for (auto& pos : w) pos = L.order[pos];  // the jitter acts on the swizzled order
+      L.order = std::move(w);
+    }
     if (L.prelaunch) {
       L.sync_ok.assign(L.ctas, 0);
       L.reg_ps.assign(L.ctas, 0);

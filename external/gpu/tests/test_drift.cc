@@ -1,11 +1,14 @@
-// Drift draws (drift.h): keyed, reproducible values and the windowed dispatch order.
+// Dispatch order: keyed, reproducible drift draws (drift.h), the windowed order, and the
+// row-interleaved rasterisation (tb_scheduler.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "cais/errors.h"
 #include "cais/gpu/drift.h"
+#include "cais/gpu/tb_scheduler.h"
 
 namespace cais::gpu {
 namespace {
@@ -60,6 +63,13 @@ TEST(WindowedOrder, IsAPermutationThatMovesEachBlockLessThanTheWindow) {
     EXPECT_GT(moved, 0u) << "window " << w;
   }
   EXPECT_NE(windowed_order(500, 8, d, 0), windowed_order(500, 8, d, 1));  // per launch
+}
+
+TEST(InterleavedRows, HandsOutRowBlockROfEveryGroupBeforeRPlusOne) {
+  // 2 columns, 4 rows in 2 groups (rows 0-1, rows 2-3): rows go 0, 2, 1, 3.
+  EXPECT_EQ(interleaved_rows(2, 4, 2, "k"), (std::vector<std::uint32_t>{0, 1, 4, 5, 2, 3, 6, 7}));
+  EXPECT_EQ(interleaved_rows(1, 3, 1, "k"), (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_THROW(interleaved_rows(1, 6, 4, "k"), ConfigError);
 }
 
 }  // namespace

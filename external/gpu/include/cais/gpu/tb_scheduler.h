@@ -18,6 +18,12 @@ namespace cais::gpu {
 enum class TbState : std::uint8_t { kFree, kSyncLaunch, kRunning, kWaitMem, kWaitFlag, kWaitSync, kWaitDep };
 
 // One resident block slot: a CTA of a launch running (or waiting to run) a logical block.
+// The dispatch order of a row-interleaved rasterisation (isa.proto Kernel.row_interleave), as
+// position -> block: row position rp dispatches row (rp mod groups) x rows-per-group +
+// rp / groups, bx fastest. A ConfigError names the kernel when groups does not divide gy.
+std::vector<std::uint32_t> interleaved_rows(std::uint32_t gx, std::uint32_t gy, std::uint32_t groups,
+                                           const std::string& kernel);
+
 struct Tb {
   std::uint32_t launch = 0, sm = 0, cta = 0;
   std::uint32_t block = 0, bx = 0, by = 0;  // logical block
