@@ -150,8 +150,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     for op in _collectives(scheme, phase, workload):
         D = op.bytes
         if scheme == "t3":  # DMA ring: (N-1)/N D per GPU per RS or AG; one flag per step per 128-row block
-            out["dma"] = out.get("dma", 0) + (G - 1) * D
-            out["write"] += G * 8 * (G - 1) * (op.rows // G // 128)
+            out["dma"] = out.get("dma", 0) + (G - 1) * D  # (and per RS a ready flag per step to the next GPU)
+            out["write"] += G * 8 * (G - 1) * (op.rows // G // 128) * (2 if op.kind == "reduce_scatter" else 1)
             continue
         if scheme == "t3_nvls":  # RS: (N-1)/N D of push reductions per GPU; AG: a D/N multicast push
             if op.kind == "reduce_scatter":  # per GPU, and N-1 flags per 128-row block

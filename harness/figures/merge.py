@@ -60,7 +60,8 @@ def fig13_plot(t: pd.DataFrame, canvas) -> None:
     ends = t[t["coordination"].isin(["none", "throttle"])]
     keys = list(dict.fromkeys(ends["model"] + " " + ends["sublayer"]))
     for j, (step, name) in enumerate((("none", "CAIS-w/o-Coord"), ("throttle", "CAIS"))):
-        sub = ends[ends["coordination"] == step].set_index(ends["model"] + " " + ends["sublayer"])
+        sub = ends[ends["coordination"] == step]
+        sub = sub.set_index(sub["model"] + " " + sub["sublayer"])
         a.bar([x + j * 0.4 for x in range(len(keys))], [sub["min_merge_table_kb"].get(k, float("nan")) for k in keys],
               0.4, label=name)
     a.set_xticks([x + 0.2 for x in range(len(keys))], keys, rotation=45, fontsize=7)

@@ -53,11 +53,24 @@ class T3Lowering(Lowering):
             self.gemm(op, self.chunk_streams[s], name=f"{op.name}.chunk{s}", shard=(shard_rows, 1 + s), config=c,
                       signal=Signal(trackers, "local", rows_per_flag=c.tm, base=8 * R * s), after=after)
         steps = self.b.flags(f"{rs.name}.steps", (G - 1) * R)
+        # The add-at-destination of step s lands in the previous GPU's chunk s + 1, which that GPU
+        # computes itself: its GEMM's store would overwrite an add that came first. So each GPU
+        # tells the next one when its own tiles of a chunk's tile row are stored (ready flags),
+        # and a push waits for that (T3 adds both in the memory controller; here the store and
+        # the add are ordered instead).
+        ready = self.b.flags(f"{rs.name}.ready", G * R)
+        ki, p = self.b.kernel(f"{rs.name}.ready", R, 1, threads=32, regs=32)
+        nxt = affine(1, g=1, mod=G)
+        for s in range(1, G):
+            p.ins(isa.FLAG_WAIT, buffer=trackers, addr=affine(8 * R * s, bx=8), value=gx)
+            p.ins(isa.FLAG_SIGNAL, buffer=ready, addr=affine(8 * R * s, bx=8), value=1, scope=isa.REMOTE, peer=nxt)
+        self.launch(rs, ki, self.b.stream(f"{rs.name}.ready", priority=100), after=after)
         ki, p = self.b.kernel(f"{rs.name}.dma", R, 1, threads=32, regs=32)
         prev = affine(G - 1, g=1, mod=G)
         row = affine(0, bx=TILE_ROWS * ldc)
         for s in range(G - 1):
             p.ins(isa.FLAG_WAIT, buffer=trackers, addr=affine(8 * R * s, bx=8), value=gx)
+            p.ins(isa.FLAG_WAIT, buffer=ready, addr=affine(8 * R * (s + 1), bx=8), value=1)  # the destination's own tiles
             if s:
                 p.ins(isa.FLAG_WAIT, buffer=steps, addr=affine(8 * R * (s - 1), bx=8), value=1)
             rows = rotated(row, shard_rows * ldc, G, 1 + s)
