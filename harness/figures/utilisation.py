@@ -29,7 +29,8 @@ def fig15_plot(t: pd.DataFrame, canvas) -> None:
     schemes = [s for s in ORDER if s in set(t["scheme"])] + [s for s in dict.fromkeys(t["scheme"]) if s not in ORDER]
     width = 0.8 / max(len(schemes), 1)
     for j, s in enumerate(schemes):
-        sub = t[t["scheme"] == s].set_index(t["model"] + " " + t["sublayer"])["link_util"]
+        sub = t[t["scheme"] == s]
+        sub = sub.set_index(sub["model"] + " " + sub["sublayer"])["link_util"]
         ax.bar([x + j * width for x in range(len(keys))], [100 * sub.get(k, float("nan")) for k in keys], width,
                label=label(s))
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(keys))], keys, rotation=45, fontsize=7)
