@@ -68,6 +68,7 @@ def test_disk_full_while_writing_results(engines, tmp_path):
     (HEADER + "\nok,all_reduce,1024,2,ring\nneg,all_reduce,-1024,2,ring\n", "line 3 (name neg): bytes '-1024'"),
     (HEADER + "\nsolo,all_reduce,1024,1,ring\n", "line 2 (name solo): gpus '1' is not allowed"),
     ("name,op,bytes\nx,all_reduce,1\n", "lacks columns ['gpus', 'algo']"),
+    (HEADER + "\nar,all_reduce,1024,2,ring,extra\n", "line 2 has 6 fields, the header 5"),
 ])
 def test_bad_collective_rows_are_named(tmp_path, body, expected):
     rows = tmp_path / "rows.csv"

@@ -66,3 +66,13 @@ def test_missing_columns_are_named(tmp_path):
     pd.DataFrame([{k: v for k, v in ROWS[0].items() if k != "start_gap_us"}]).to_csv(csv, index=False)
     with pytest.raises(ConfigError, match=r"lacks columns \['start_gap_us'\]"):
         vc.load_input(csv)
+
+
+def test_a_row_with_a_field_more_than_the_header_is_refused(tmp_path):
+    """pandas would read every row's extra field as an index and shift the values by a column."""
+    csv = tmp_path / "extra.csv"
+    pd.DataFrame([ROWS[0]]).to_csv(csv, index=False)
+    header, row = csv.read_text().splitlines()
+    csv.write_text(f"{header}\n{row},surplus\n")
+    with pytest.raises(ConfigError, match=r"line 2 has \d+ fields, the header \d+"):
+        vc.load_input(csv)

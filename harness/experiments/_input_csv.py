@@ -6,6 +6,7 @@ name: an empty file, a header without rows, a missing column, a size written wit
 """
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -27,8 +28,24 @@ def resolve(value, default: Path) -> Path:
     return path
 
 
+def check_fields(path: Path, key: str = KEY) -> None:
+    """Every row has as many fields as the header: pandas reads a file whose rows all have one
+    field more as an index column plus shifted values, silently."""
+    try:
+        with open(path, newline="") as f:
+            rows = csv.reader(f)
+            header = next(rows, None)
+            for line, row in enumerate(rows, start=2):
+                if header is not None and row and len(row) != len(header):
+                    raise ConfigError(key, f"{path} line {line} has {len(row)} fields, the header {len(header)}")
+    except (UnicodeDecodeError, csv.Error, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(key, f"{path} is not a readable CSV: {first}") from None
+
+
 def read(path: Path, required: list[str]) -> pd.DataFrame:
     """The file's rows; ConfigError unless it parses, has every required column and a row."""
+    check_fields(path)
     try:
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:

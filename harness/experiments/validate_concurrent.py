@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import REPO_ROOT
 from harness.errors import ConfigError
+from harness.experiments import _input_csv
 from harness.experiments import validate_kernels as vk
 from harness.gpu import kernels, standalone, stream_kernel
 
@@ -41,6 +42,7 @@ def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
     p = Path(path) if path else DEFAULT_INPUT
     if not p.is_file():
         raise ConfigError("validate.input", f"{p} not found")
+    _input_csv.check_fields(p, "validate.input")
     try:
         df = pd.read_csv(p)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
