@@ -27,10 +27,14 @@ from harness import REPO_ROOT
 from harness.engines import engine_dir
 
 # Keys that change where or how a run reports, never what it computes.
-EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache")
+EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs")
 # Written by the run path itself, not by the experiment: never cached.
 NOT_CACHED = ("status.json",)
 ENV_DIR = "CAIS_CACHE_DIR"
+# Harness code that only orchestrates runs or reads their outputs (sweeps, figures, reports, tools):
+# a run's results cannot depend on it, so editing a plot does not throw away every cached run.
+NOT_RUN_CODE = ("figures", "report.py", "diff.py", "sweep.py", "bench.py", "bench_layer.py", "container",
+                "fuzz", "experiments/figure.py", "experiments/paper.py", "config/describe.py", "data/paper")
 
 
 def cache_dir(cfg: DictConfig) -> Path:
@@ -54,10 +58,13 @@ def _drop(tree: dict, dotted: str) -> None:
 
 @lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """Hash of the harness's Python sources and data and of the built engines (path + bytes)."""
+    """Hash of the harness's Python sources and data that a run executes or reads (all but
+    NOT_RUN_CODE) and of the built engines (path + bytes)."""
     h = hashlib.sha256()
-    roots = [REPO_ROOT / "harness"]
-    files = sorted(p for r in roots for p in r.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    root = REPO_ROOT / "harness"
+    skip = tuple(root / s for s in NOT_RUN_CODE)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                   and not any(p == s or s in p.parents for s in skip))
     engines = engine_dir()
     if engines.is_dir():
         files += sorted(p for p in engines.iterdir() if p.is_file() and (p.name.startswith("cais-engine")

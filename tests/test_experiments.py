@@ -54,6 +54,22 @@ def test_joblib_runs_two_points_at_once(engines, tmp_path):
     assert b["start_wall_s"] < a["end_wall_s"]  # the second started before the first ended
 
 
+def test_a_figure_runs_its_points_two_at_once_with_the_same_results(engines, tmp_path):
+    rows = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        run_cli("experiment=fig11", "model=tiny", "phase=inference", "scheme=tp_nvls,ladm", "cache.enabled=false",
+                f"figure.jobs={jobs}", f"out_dir={out}", timeout=300)
+        runs = [json.loads((out / str(n) / "status.json").read_text()) for n in (0, 1)]
+        assert {r["status"] for r in runs} == {"ok"}
+        rows[jobs] = (out / "results.csv").read_text()
+        if jobs == 2:
+            assert runs[0]["pid"] != runs[1]["pid"]
+            a, b = sorted(runs, key=lambda r: r["start_wall_s"])
+            assert b["start_wall_s"] < a["end_wall_s"]  # the second started before the first ended
+    assert rows[1] == rows[2]
+
+
 def test_a_figure_experiment_takes_several_values_of_an_axis_without_m(engines, tmp_path):
     out = tmp_path / "f"
     proc = run_cli("experiment=fig18", "collective.bytes=1048576,2097152", f"out_dir={out}",

@@ -1,7 +1,8 @@
 """The run cache's key: what a run computes, not where it writes."""
 from __future__ import annotations
 
-from harness.run_cache import run_key
+from harness import REPO_ROOT
+from harness.run_cache import NOT_RUN_CODE, run_key
 from conftest import compose
 
 
@@ -10,3 +11,13 @@ def test_the_key_ignores_output_paths_and_progress_but_not_inputs():
     assert run_key(compose("seed=1", "out_dir=/tmp/elsewhere", "cosim.progress=false", "cache.dir=/tmp/c")) == base
     assert run_key(compose("seed=2")) != base
     assert run_key(compose("seed=1", "system=xbar8")) != base
+
+
+def test_the_key_ignores_how_many_points_run_at_once():
+    assert run_key(compose("seed=1", "figure.jobs=4")) == run_key(compose("seed=1"))
+
+
+def test_the_code_left_out_of_the_key_exists():
+    # the list must follow renames: a stale name would leave the renamed module in the key
+    for rel in NOT_RUN_CODE:
+        assert (REPO_ROOT / "harness" / rel).exists(), rel

@@ -174,6 +174,9 @@ class FigureConfig:
     """The figure (harness/figures/<name>.py: how the points become its table and PNG)."""
     point_task: str = "simulate"
     """The experiment each point runs."""
+    jobs: int = 1
+    """Points run at once, each in a joblib worker process (0: one per CPU core). Results do not
+    depend on it. A multirun (-m) uses hydra/launcher=joblib for the same."""
     axes: list[str] = field(default_factory=list)
     """Overrides with several values (scheme=a,b) of a run without -m; the CLI sets it from the
     command line (harness/sweep.py), each replacing that axis of the grid."""

@@ -10,6 +10,7 @@ when a point failed, after everything is written.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,36 +29,71 @@ def point_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] not in _NOT_POINT_KEYS]
 
 
+def _run_point(cfg: DictConfig, out_dir: Path, label: str) -> str:
+    """One point into out_dir (in this process or a joblib worker); '' or its one-line error."""
+    started = time.time()
+    try:
+        single_run.execute(cfg, out_dir, label=label)
+        return ""
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed point is recorded; the sweep goes on
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not (single_run.read_status(out_dir) or {}).get("status") == "failed":  # failed before it ran
+            out_dir.mkdir(parents=True, exist_ok=True)
+            single_run.write_status(out_dir, "failed", started, message=message, label=label)
+        return message
+
+
+def _run_indexed(i: int, cfg: DictConfig, out_dir: Path, label: str) -> tuple[int, str]:
+    return i, _run_point(cfg, out_dir, label)
+
+
+def _workers(jobs: int, points: int) -> int:
+    return max(1, min(points, jobs if jobs > 0 else (os.cpu_count() or 1)))
+
+
 def run_figure(name: str, experiment: str, point_task: str, params: dict, overrides: list[str],
-               out_dir: Path) -> tuple[pd.DataFrame, int]:
-    """Run every point of the grid (params x overrides) into out_dir/<N>, then the figure step."""
+               out_dir: Path, jobs: int = 1) -> tuple[pd.DataFrame, int]:
+    """Run every point of the grid (params x overrides) into out_dir/<N>, then the figure step.
+    jobs: points at once (joblib worker processes; 0 = one per CPU core). Results do not depend
+    on it: each point is an ordinary run of its own."""
     from hydra import compose
 
     points = sweep.grid(params, point_overrides(overrides))
     reporter = progress.current()
-    dirs, statuses = [], []
-    for i, point in enumerate(points):
-        d = Path(out_dir) / str(i)
-        dirs.append(d)
-        label = " ".join(point)
-        if reporter:
-            reporter.work(i, len(points), "runs")
-        started = time.time()
+    dirs = [Path(out_dir) / str(i) for i in range(len(points))]
+    labels = [" ".join(point) for point in points]
+    errors: dict[int, str] = {}  # points that did not compose
+    configs = []
+    for i, point in enumerate(points):  # composed here: workers need no Hydra state of their own
         try:
-            cfg = compose(config_name="config",
-                          overrides=[f"experiment={experiment}", *point, f"task={point_task}", f"out_dir={d}"])
-            single_run.execute(cfg, d, label=label)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed point is recorded; the sweep goes on
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if not (single_run.read_status(d) or {}).get("status") == "failed":  # failed before it ran
-                d.mkdir(parents=True, exist_ok=True)
-                single_run.write_status(d, "failed", started, message=message, label=label)
-            print(f"cais-sim: error: {name} point #{i} ({label}): {message}", file=sys.stderr)
-        statuses.append((f"#{i} ({label})", single_run.read_status(d)))
+            configs.append(compose(config_name="config", overrides=[f"experiment={experiment}", *point,
+                                                                    f"task={point_task}", f"out_dir={dirs[i]}"]))
+        except Exception as exc:  # noqa: BLE001 - a point that cannot compose fails alone
+            configs.append(None)
+            errors[i] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            dirs[i].mkdir(parents=True, exist_ok=True)
+            single_run.write_status(dirs[i], "failed", time.time(), message=errors[i], label=labels[i])
+    todo = [i for i in range(len(points)) if configs[i] is not None]
+    workers = _workers(jobs, len(todo))
     if reporter:
-        reporter.work(len(points), len(points), "runs")
+        reporter.work(0, len(points), "runs")
+    if workers == 1:
+        outcomes = ((i, _run_point(configs[i], dirs[i], labels[i])) for i in todo)
+    else:
+        from joblib import Parallel, delayed
+
+        run = Parallel(n_jobs=workers, return_as="generator_unordered")
+        outcomes = run(delayed(_run_indexed)(i, configs[i], dirs[i], labels[i]) for i in todo)
+    for i in sorted(errors):  # points that did not compose
+        print(f"cais-sim: error: {name} point #{i} ({labels[i]}): {errors[i]}", file=sys.stderr)
+    for done, (i, message) in enumerate(outcomes, start=len(points) - len(todo) + 1):
+        if message:
+            print(f"cais-sim: error: {name} point #{i} ({labels[i]}): {message}", file=sys.stderr)
+        if reporter:
+            reporter.work(done, len(points), "runs")
+    statuses = [(f"#{i} ({labels[i]})", single_run.read_status(d)) for i, d in enumerate(dirs)]
     if sweep.summarize(statuses) != sweep.EXIT_OK:
         sweep.last_exit = sweep.EXIT_FAILED
     return figures.finish(name, dirs, Path(out_dir))
@@ -70,5 +106,6 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     params = OmegaConf.to_container(hc.sweeper.params) if hc.sweeper.get("params") else {}
     experiment = next((o.split("=", 1)[1] for o in hc.overrides.task if o.startswith("experiment=")), cfg.figure.name)
     overrides = [o for o in hc.overrides.task if not o.startswith("figure.axes=")] + list(cfg.figure.axes)
-    table, _ = run_figure(str(cfg.figure.name), experiment, str(cfg.figure.point_task), params, overrides, out_dir)
+    table, _ = run_figure(str(cfg.figure.name), experiment, str(cfg.figure.point_task), params, overrides,
+                          out_dir, jobs=int(cfg.figure.jobs))
     return table

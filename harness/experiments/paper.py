@@ -34,7 +34,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
         plain = OmegaConf.masked_copy(fcfg, [k for k in fcfg.keys() if k != "hydra"])
         write_text_atomic(fig_dir / "config.yaml", OmegaConf.to_yaml(plain, resolve=False))
         table, failed = run_figure(str(fcfg.figure.name), name, str(fcfg.figure.point_task), params,
-                                   [*common, *extra], fig_dir)
+                                   [*common, *extra], fig_dir, jobs=int(cfg.figure.jobs))
         rows.append({"figure": name, "points": len(list(p for p in fig_dir.iterdir() if p.name.isdigit())),
                      "failed": failed, "rows": len(table), "png": f"{name}/{name}.png"})
     return pd.DataFrame(rows)
