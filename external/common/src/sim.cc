@@ -65,6 +65,7 @@ std::uint64_t Sim::run_until(TimePs until) {
   while (!queue_.empty() && queue_.top().time < until) {
     const Event e = queue_.pop();
     now_ = e.time;
+    cur_key_ = e.key;
     e.target->handle(e);
     ++n;
   }

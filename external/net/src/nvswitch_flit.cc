@@ -113,7 +113,7 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   }
   if (soon == kNever) {
     flit_vcreq_[in] &= ~(1ull << vc);
-    vca_.wait(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
+    wait_for_vc(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
   }
   return soon;
 }

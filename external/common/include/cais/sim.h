@@ -44,6 +44,8 @@ class Sim {
 
   // ---- time and events
   TimePs now() const { return now_; }
+  // Ordering key of the event being handled (with now(): where the simulation stands).
+  std::uint64_t current_key() const { return cur_key_; }
   void push(const Event& e);
   // Process every event with time < until. Returns number of events processed.
   std::uint64_t run_until(TimePs until);
@@ -98,6 +100,7 @@ class Sim {
   PacketPool pool_;
   StatsRegistry stats_;
   TimePs now_ = 0;
+  std::uint64_t cur_key_ = 0;
   TimePs window_start_ = 0;
   TimePs end_time_ = 0;
   std::uint64_t events_ = 0;
