@@ -72,6 +72,11 @@ class OutputChannel {
     settle();
     return credits_[vc];
   }
+  // Every VC's counter, current as of the event being handled (valid until credits change).
+  const std::uint32_t* credit_counters() const {
+    settle();
+    return credits_.data();
+  }
   TimePs free_at() const { return busy_until_; }
   bool idle_at(TimePs t) const { return busy_until_ <= t; }
   // Serialise `h` on `vc` starting at max(now, free_at()); consumes credits, sets hop fields

@@ -46,7 +46,12 @@ class Sim {
   TimePs now() const { return now_; }
   // Ordering key of the event being handled (with now(): where the simulation stands).
   std::uint64_t current_key() const { return cur_key_; }
-  void push(const Event& e);
+  void push(const Event& e) {
+#ifndef NDEBUG
+    check_not_past(e);
+#endif
+    queue_.push(e);
+  }
   // Process every event with time < until. Returns number of events processed.
   std::uint64_t run_until(TimePs until);
   TimePs next_event_time() const { return queue_.next_time(); }
@@ -94,6 +99,7 @@ class Sim {
   void set_window_start(TimePs t) { window_start_ = t; }
 
  private:
+  void check_not_past(const Event& e) const;
   proto::Configure cfg_;
   Params params_;
   EventQueue queue_;

@@ -40,6 +40,7 @@
 // stores and read requests.
 #pragma once
 #include <cstdint>
+#include <array>
 #include <memory>
 #include <string>
 #include <utility>
@@ -156,6 +157,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<TimePs> out_slot_;     // [out] earliest cycle the output takes its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
   std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
+  std::array<VcRange, kPacketTypes> vc_range_of_type_{};  // the VC allocator's class ranges, per type
   TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
   TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
   bool in_tick_ = false;
