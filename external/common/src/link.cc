@@ -163,12 +163,16 @@ void InputBuffer::init(std::uint32_t node, std::uint32_t port, const PortLink& r
   for (auto& v : vcs_) v.ring.init(vc_depth_flits);
 }
 
+void InputBuffer::check_room(const Packet& p) const {
+  if (p.vc >= vcs_.size()) throw InvariantError("packet on unknown vc " + std::to_string(p.vc));
+  if (vcs_[p.vc].flits + p.flits > depth_)
+    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_));
+}
+
 void InputBuffer::accept(Sim& sim, PacketHandle h) {
   const Packet& p = sim.packets()[h];
-  if (p.vc >= vcs_.size()) throw InvariantError("packet on unknown vc " + std::to_string(p.vc));
+  check_room(p);
   Vc& v = vcs_[p.vc];
-  if (v.flits + p.flits > depth_)
-    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_));
   v.flits += p.flits;
   v.ring.push(h);
 }
@@ -178,9 +182,20 @@ PacketHandle InputBuffer::pop(Sim& sim, Component& self, std::uint32_t vc) {
   const PacketHandle h = v.ring.pop();
   const std::uint32_t flits = sim.packets()[h].flits;
   v.flits -= flits;
+  return_credits(sim, self, vc, flits);
+  return h;
+}
+
+void InputBuffer::sink(Sim& sim, Component& self, PacketHandle h) {
+  const Packet& p = sim.packets()[h];
+  check_room(p);
+  return_credits(sim, self, p.vc, p.flits);
+}
+
+void InputBuffer::return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits) {
   if (OutputChannel* d = direct_allowed_ ? direct_.get(sim, reverse_, credit_delay_ps_) : nullptr) {
     d->defer_return(sim.now() + credit_delay_ps_ + reverse_.latency_ps, self.next_key(), vc, flits);
-    return h;
+    return;
   }
   const PacketHandle c = sim.new_packet(self);
   Packet& cp = sim.packets()[c];
@@ -192,7 +207,6 @@ PacketHandle InputBuffer::pop(Sim& sim, Component& self, std::uint32_t vc) {
   cp.vc = vc;
   cp.count = flits;
   sim.send(c, sim.now() + credit_delay_ps_ + reverse_.latency_ps, self);
-  return h;
 }
 
 OutputChannel* DirectCreditPeer::get(Sim& sim, const PortLink& reverse, TimePs credit_delay_ps) {

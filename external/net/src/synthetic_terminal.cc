@@ -203,9 +203,8 @@ void SyntheticTerminal::on_arrival(PacketHandle h) {
     pump(port);
     return;
   }
-  in_[port].accept(sim_, h);
-  in_[port].pop(sim_, *this, p.vc);  // the terminal sinks packets at line rate
-  const Packet& q = sim_.packets()[h];  // pop allocated a credit packet: `p` may dangle
+  in_[port].sink(sim_, *this, h);  // the terminal sinks packets at line rate
+  const Packet& q = sim_.packets()[h];
   if (q.type != proto::PKT_SYNTH || q.dst != node_)
     throw InvariantError(name() + ": misdelivered " + proto::PacketType_Name(q.type) + " for node " +
                          std::to_string(q.dst));

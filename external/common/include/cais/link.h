@@ -157,6 +157,8 @@ class InputBuffer {
   PacketHandle front(std::uint32_t vc) const { return vcs_[vc].ring.front(); }
   // Remove the head of `vc` and return its credits upstream.
   PacketHandle pop(Sim& sim, Component& self, std::uint32_t vc);
+  // accept() and pop() of a packet that leaves the moment it arrives (a sink at line rate).
+  void sink(Sim& sim, Component& self, PacketHandle h);
   // Return credits to the upstream sender without credit packets when it takes them
   // (NodeComponent::direct_credit_channel) and is hosted in this process.
   void allow_direct_credits() { direct_allowed_ = true; }
@@ -169,6 +171,8 @@ class InputBuffer {
     HandleRing ring;
     std::uint32_t flits = 0;
   };
+  void check_room(const Packet& p) const;
+  void return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits);
   std::uint32_t node_ = 0, port_ = 0;
   PortLink reverse_;
   std::vector<Vc> vcs_;
