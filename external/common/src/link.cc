@@ -212,6 +212,7 @@ void InputBuffer::return_credits(Sim& sim, Component& self, std::uint32_t vc, st
 OutputChannel* DirectCreditPeer::get(Sim& sim, const PortLink& reverse, TimePs credit_delay_ps) {
   if (resolved_) return ch_;
   resolved_ = true;
+  if (sim.credit_packets_only()) return ch_;
   // Deferred returns must lie ahead of the event that files them (a credit packet's arrival does).
   if (!reverse.connected || credit_delay_ps + reverse.latency_ps == 0) return ch_;
   NodeComponent* peer = sim.local_node(reverse.peer_node);

@@ -69,6 +69,11 @@ class Sim {
   // A packet from another process (already carries arrival_ps and hop_key).
   void deliver_inbound(const proto::Packet& pkt);
 
+  // Direct credits (cais/deferred_credits.h) where both ends take part (the default), or credit
+  // packets everywhere: results are identical; tests compare the two.
+  void set_credit_packets_only(bool v) { credit_packets_only_ = v; }
+  bool credit_packets_only() const { return credit_packets_only_; }
+
   // ---- topology / partition
   const NodeInfo& node(std::uint32_t id) const { return nodes_.at(id); }
   std::size_t num_nodes() const { return nodes_.size(); }
@@ -107,6 +112,7 @@ class Sim {
   StatsRegistry stats_;
   TimePs now_ = 0;
   std::uint64_t cur_key_ = 0;
+  bool credit_packets_only_ = false;
   TimePs window_start_ = 0;
   TimePs end_time_ = 0;
   std::uint64_t events_ = 0;
