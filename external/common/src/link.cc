@@ -35,6 +35,7 @@ TimePs OutputChannel::transmit(Sim& sim, Component& sender, PacketHandle h, std:
 // What every way of sending a packet does: take its credits, count it, address it to the peer.
 TimePs OutputChannel::take(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs start) {
   Packet& p = sim.packets()[h];
+  settle();
   if (credits_[vc] < p.flits)
     throw InvariantError(sender.name() + ": transmit without credits on vc " + std::to_string(vc));
   credits_[vc] -= p.flits;
@@ -86,7 +87,57 @@ void OutputChannel::return_credits(std::uint32_t vc, std::uint32_t flits) {
   if (credits_[vc] > depth_) throw InvariantError("credit counter above buffer depth");
 }
 
+void OutputChannel::enable_direct_credits(Sim& sim, Component& owner, std::uint32_t wake_kind, std::uint32_t port) {
+  sim_ = &sim;
+  owner_ = &owner;
+  wake_kind_ = wake_kind;
+  wake_port_ = port;
+}
+
+void OutputChannel::settle_due() const {
+  const TimePs now = sim_->now();
+  const std::uint64_t key = sim_->current_key();
+  // Due: at or before the event being handled (an armed return's own event included).
+  while (!deferred_.empty() && !before(now, key, deferred_.front().at, deferred_.front().key)) {
+    const DeferredCredit& c = deferred_.front();
+    credits_[c.vc] += c.flits;
+    if (credits_[c.vc] > depth_) throw InvariantError("credit counter above buffer depth");
+    deferred_.pop_front();
+  }
+}
+
+void OutputChannel::defer_return(TimePs at, std::uint64_t key, std::uint32_t vc, std::uint32_t flits) {
+  if (owner_ == nullptr) throw InvariantError("deferred credit return on a channel without direct credits");
+  if (vc >= credits_.size())
+    throw InvariantError("credit for VC " + std::to_string(vc) + " of a channel with " + std::to_string(credits_.size()) + " VCs");
+  if (at <= sim_->now()) throw InvariantError("deferred credit return due at once (no credit or link delay)");
+  deferred_.push(DeferredCredit{at, key, vc, flits, false});
+  if (wants_wake_) arm_next();
+}
+
+void OutputChannel::want_wake(TimePs min_at) {
+  if (owner_ == nullptr) return;  // credit packets wake the owner anyway
+  wants_wake_ = true;
+  wake_from_ = min_at;
+  settle();  // what is left lies ahead of the event being handled
+  arm_next();
+}
+
+// Arms the first pending return at or after wake_from_ unless it already is (its event will
+// ask again); one armed return at a time is enough.
+void OutputChannel::arm_next() {
+  const std::size_t i = deferred_.first_from(wake_from_);
+  if (i == deferred_.size()) return;
+  DeferredCredit& c = deferred_.at(i);
+  if (c.armed) return;
+  c.armed = true;
+  sim_->push(Event{c.at, c.key, owner_, wake_kind_, wake_port_, 0});
+}
+
 bool OutputChannel::all_credits_home() const {
+  // At the end of a run every deferred return has arrived (its credit packet would have).
+  for (std::size_t i = 0; i < deferred_.size(); ++i) credits_[deferred_.at(i).vc] += deferred_.at(i).flits;
+  while (!deferred_.empty()) deferred_.pop_front();
   for (auto c : credits_)
     if (c != depth_) return false;
   return true;
@@ -112,12 +163,16 @@ void InputBuffer::init(std::uint32_t node, std::uint32_t port, const PortLink& r
   for (auto& v : vcs_) v.ring.init(vc_depth_flits);
 }
 
+void InputBuffer::check_room(const Packet& p) const {
+  if (p.vc >= vcs_.size()) throw InvariantError("packet on unknown vc " + std::to_string(p.vc));
+  if (vcs_[p.vc].flits + p.flits > depth_)
+    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_));
+}
+
 void InputBuffer::accept(Sim& sim, PacketHandle h) {
   const Packet& p = sim.packets()[h];
-  if (p.vc >= vcs_.size()) throw InvariantError("packet on unknown vc " + std::to_string(p.vc));
+  check_room(p);
   Vc& v = vcs_[p.vc];
-  if (v.flits + p.flits > depth_)
-    throw InvariantError("input buffer overflow at node " + std::to_string(node_) + " port " + std::to_string(port_));
   v.flits += p.flits;
   v.ring.push(h);
 }
@@ -127,6 +182,21 @@ PacketHandle InputBuffer::pop(Sim& sim, Component& self, std::uint32_t vc) {
   const PacketHandle h = v.ring.pop();
   const std::uint32_t flits = sim.packets()[h].flits;
   v.flits -= flits;
+  return_credits(sim, self, vc, flits);
+  return h;
+}
+
+void InputBuffer::sink(Sim& sim, Component& self, PacketHandle h) {
+  const Packet& p = sim.packets()[h];
+  check_room(p);
+  return_credits(sim, self, p.vc, p.flits);
+}
+
+void InputBuffer::return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits) {
+  if (OutputChannel* d = direct_allowed_ ? direct_.get(sim, reverse_, credit_delay_ps_) : nullptr) {
+    d->defer_return(sim.now() + credit_delay_ps_ + reverse_.latency_ps, self.next_key(), vc, flits);
+    return;
+  }
   const PacketHandle c = sim.new_packet(self);
   Packet& cp = sim.packets()[c];
   cp.type = proto::PKT_CREDIT;
@@ -137,7 +207,17 @@ PacketHandle InputBuffer::pop(Sim& sim, Component& self, std::uint32_t vc) {
   cp.vc = vc;
   cp.count = flits;
   sim.send(c, sim.now() + credit_delay_ps_ + reverse_.latency_ps, self);
-  return h;
+}
+
+OutputChannel* DirectCreditPeer::get(Sim& sim, const PortLink& reverse, TimePs credit_delay_ps) {
+  if (resolved_) return ch_;
+  resolved_ = true;
+  if (sim.credit_packets_only()) return ch_;
+  // Deferred returns must lie ahead of the event that files them (a credit packet's arrival does).
+  if (!reverse.connected || credit_delay_ps + reverse.latency_ps == 0) return ch_;
+  NodeComponent* peer = sim.local_node(reverse.peer_node);
+  if (peer != nullptr) ch_ = peer->direct_credit_channel(reverse.peer_port);
+  return ch_;
 }
 
 std::uint64_t InputBuffer::total_packets() const {

@@ -53,11 +53,8 @@ void Sim::configure(const proto::Configure& cfg) {
   watch_.assign(cfg.watch().begin(), cfg.watch().end());
 }
 
-void Sim::push(const Event& e) {
-#ifndef NDEBUG
+void Sim::check_not_past(const Event& e) const {
   if (e.time < now_) throw InvariantError("event scheduled in the past");
-#endif
-  queue_.push(e);
 }
 
 std::uint64_t Sim::run_until(TimePs until) {
@@ -65,6 +62,7 @@ std::uint64_t Sim::run_until(TimePs until) {
   while (!queue_.empty() && queue_.top().time < until) {
     const Event e = queue_.pop();
     now_ = e.time;
+    cur_key_ = e.key;
     e.target->handle(e);
     ++n;
   }

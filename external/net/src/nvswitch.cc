@@ -49,6 +49,11 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
                                          info.out[port].bw_gbps);
   ready_pending_.assign(static_cast<std::size_t>(inputs) * (vcs + 1), 0);
   if (params_.flit_level) init_flit_level();
+  for (std::uint32_t port = 0; port < ports; ++port) {
+    if (!info.out[port].connected) continue;
+    in_[port].allow_direct_credits();  // used where the upstream node takes them
+    if (params_.flit_level) out_[port].channel().enable_direct_credits(sim, *this, kCreditWake, port);
+  }
   for (std::uint32_t i = 0; i < params_.features.size(); ++i) {
     FeatureArgs a{&p, ports, i, node};
     features_.push_back(FeatureRegistry::instance().make(params_.features[i], a));
@@ -64,6 +69,11 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
 }
 
 NvSwitch::~NvSwitch() = default;
+
+OutputChannel* NvSwitch::direct_credit_channel(std::uint32_t port) {
+  if (!params_.flit_level || port >= num_ports() || !out_[port].connected()) return nullptr;
+  return &out_[port].channel();
+}
 
 // ------------------------------------------------------------------ SwitchContext
 TimePs NvSwitch::now() const { return sim_.now(); }
@@ -155,6 +165,8 @@ void NvSwitch::handle(const Event& e) {
     case kFlitTick:
       if (e.arg == tick_at_) flit_tick();  // otherwise superseded by an earlier tick
       return;
+    case kCreditWake:  // the credit's counters land on the next read
+      return wake_vc_waiters(e.arg32);
     case kOutputRoom:
       room_pending_[e.arg32] = 0;
       if (swa_.has_requests(e.arg32)) request_allocation(e.arg32);
@@ -250,7 +262,7 @@ void NvSwitch::head_changed(std::uint32_t in, std::uint32_t vc) {
   if (e.out_vc < 0) {
     const std::int32_t v = vca_.allocate(e.out_port, out_[e.out_port].channel(), sim_.packets()[e.h].type, e.flits);
     if (v < 0) {
-      vca_.wait(e.out_port, in, vc);
+      wait_for_vc(e.out_port, in, vc);
       return;
     }
     e.out_vc = v;
@@ -387,10 +399,17 @@ void NvSwitch::send(std::uint32_t in, std::uint32_t out) {
   head_changed(in, vc);
 }
 
+// A credit or a VC release at `out` wakes them (direct credits: arm the next return).
+void NvSwitch::wait_for_vc(std::uint32_t out, std::uint32_t in, std::uint32_t vc) {
+  vca_.wait(out, in, vc);
+  out_[out].channel().want_wake(0);
+}
+
 void NvSwitch::wake_vc_waiters(std::uint32_t out) {
   if (!vca_.has_waiters(out)) return;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> waiters;
   vca_.take_waiters(out, waiters);
+  out_[out].channel().no_wake();  // until one of them waits again
   for (const auto& w : waiters) head_changed(w.first, w.second);
 }
 

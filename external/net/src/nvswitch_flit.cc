@@ -39,6 +39,8 @@ void NvSwitch::init_flit_level() {
   out_slot_.assign(ports, 0);
   out_flit_ps_.assign(ports, 0);
   vc_free_ps_.assign(static_cast<std::size_t>(ports) * params_.vcs_per_port, 0);
+  for (std::size_t t = 0; t < kPacketTypes; ++t)
+    if (proto::PacketType_IsValid(static_cast<int>(t))) vc_range_of_type_[t] = vca_.range_of(static_cast<PacketType>(t));
   cycle_ps_ = 0;
   for (std::uint32_t o = 0; o < ports; ++o) {
     const PortLink& l = sim_.node(node_).out[o];
@@ -95,14 +97,17 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   const TimePs t = sim_.now();
   const InputEntry& e = in_[in].head(vc);
   const std::uint32_t vcs = params_.vcs_per_port;
-  const VcRange r = vca_.range_of(sim_.packets()[e.h].type);
-  const OutputChannel& ch = out_[e.out_port].channel();
+  const VcRange r = vc_range_of_type_[static_cast<std::size_t>(sim_.packets()[e.h].type) % kPacketTypes];
+  const std::uint32_t* credits = out_[e.out_port].channel().credit_counters();
+  const std::uint8_t* held = vca_.held_row(e.out_port);
+  const TimePs* released = &vc_free_ps_[static_cast<std::size_t>(e.out_port) * vcs];
   const TimePs alloc_ps = params_.vc_alloc_ps + params_.sw_alloc_ps;
+  const std::uint32_t flits = e.flits;
   std::uint64_t free_vcs = 0;
   TimePs soon = kNever;
   for (std::uint32_t v = r.first; v < r.first + r.count; ++v) {
-    if (vca_.held(e.out_port, v) || !ch.has_credits(v, e.flits)) continue;
-    const TimePs usable = vc_free_ps_[e.out_port * vcs + v] + alloc_ps;
+    if (held[v] || credits[v] < flits) continue;
+    const TimePs usable = released[v] + alloc_ps;
     if (usable <= t) free_vcs |= 1ull << v;
     else soon = std::min(soon, usable);
   }
@@ -113,7 +118,7 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   }
   if (soon == kNever) {
     flit_vcreq_[in] &= ~(1ull << vc);
-    vca_.wait(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
+    wait_for_vc(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
   }
   return soon;
 }

@@ -57,6 +57,8 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
     weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
     if (info.out[port].connected) {
       out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");
+      out_[port].enable_direct_credits(sim, *this, kCreditWake, port);
+      in_[port].allow_direct_credits();
       if (!any) cycle_ps_ = serialization_ps(flit_bytes_, info.out[port].bw_gbps);
       any = true;
     }
@@ -98,6 +100,8 @@ void SyntheticTerminal::handle(const Event& e) {
     case kGenerate: return generate();
     case kPortFree:
       free_pending_[e.arg32] = 0;
+      return pump(e.arg32);
+    case kCreditWake:  // a credit packet's arrival pumped (its counters land on the next read)
       return pump(e.arg32);
     default: throw InvariantError(name() + ": unknown event");
   }
@@ -147,7 +151,20 @@ void SyntheticTerminal::schedule_next_generation() {
   schedule(sim_.now() + gap * cycle_ps_, kGenerate);
 }
 
+OutputChannel* SyntheticTerminal::direct_credit_channel(std::uint32_t port) {
+  return port < out_.size() && out_[port].connected() ? &out_[port] : nullptr;
+}
+
+// Sends what it can; a credit arriving later matters only while packets queue and the link
+// is (or will be) idle when it lands: only then does a deferred credit return need an event.
 void SyntheticTerminal::pump(std::uint32_t port) {
+  try_send(port);
+  OutputChannel& ch = out_[port];
+  if (queues_[port].empty()) ch.no_wake();
+  else ch.want_wake(ch.free_at());
+}
+
+void SyntheticTerminal::try_send(std::uint32_t port) {
   OutputChannel& ch = out_[port];
   auto& q = queues_[port];
   if (q.empty()) return;
@@ -186,9 +203,8 @@ void SyntheticTerminal::on_arrival(PacketHandle h) {
     pump(port);
     return;
   }
-  in_[port].accept(sim_, h);
-  in_[port].pop(sim_, *this, p.vc);  // the terminal sinks packets at line rate
-  const Packet& q = sim_.packets()[h];  // pop allocated a credit packet: `p` may dangle
+  in_[port].sink(sim_, *this, h);  // the terminal sinks packets at line rate
+  const Packet& q = sim_.packets()[h];
   if (q.type != proto::PKT_SYNTH || q.dst != node_)
     throw InvariantError(name() + ": misdelivered " + proto::PacketType_Name(q.type) + " for node " +
                          std::to_string(q.dst));

@@ -9,6 +9,7 @@
 namespace cais {
 
 class Sim;
+class OutputChannel;
 
 // Reserved event kind: a packet (arg = handle) arrives at this node's input port hop_port.
 inline constexpr std::uint32_t kPacketArrival = 0xffff0001u;
@@ -48,6 +49,9 @@ class NodeComponent : public Component {
   virtual std::string blocked_reason() const { return {}; }
   // End-of-run invariants (drained buffers, empty merge tables); throws InvariantError.
   virtual void check_drained() const {}
+  // The channel of output `port` if this node takes its credits there without credit packets
+  // (cais/deferred_credits.h); null (the default): credit packets.
+  virtual OutputChannel* direct_credit_channel(std::uint32_t /*port*/) { return nullptr; }
 };
 
 }  // namespace cais

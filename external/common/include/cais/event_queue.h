@@ -39,19 +39,18 @@ class EventQueue {
     Event top = heap_.front();
     const Event last = heap_.back();
     heap_.pop_back();
-    if (!heap_.empty()) {
-      heap_.front() = last;
-      sift_down(0);
-    }
+    if (!heap_.empty()) sift_last_down(last);
     return top;
   }
 
   void reserve(std::size_t n) { heap_.reserve(n); }
 
  private:
-  static bool before(const Event& a, const Event& b) {
-    return a.time < b.time || (a.time == b.time && a.key < b.key);
+  // (time, key) as one 128-bit number: a branch-free total order.
+  static unsigned __int128 order(const Event& e) {
+    return (static_cast<unsigned __int128>(e.time) << 64) | e.key;
   }
+  static bool before(const Event& a, const Event& b) { return order(a) < order(b); }
   void sift_up(std::size_t i) {
     const Event e = heap_[i];
     while (i > 0) {
@@ -62,17 +61,26 @@ class EventQueue {
     }
     heap_[i] = e;
   }
-  void sift_down(std::size_t i) {
+  // Refills the root's hole with `e` (the former last element): the smallest child moves up
+  // until `e` is no larger than it.
+  void sift_last_down(const Event& e) {
     const std::size_t n = heap_.size();
-    const Event e = heap_[i];
+    const unsigned __int128 eo = order(e);
+    std::size_t i = 0;
     for (;;) {
       const std::size_t first = 4 * i + 1;
       if (first >= n) break;
       std::size_t best = first;
+      unsigned __int128 bo = order(heap_[first]);
       const std::size_t end = first + 4 < n ? first + 4 : n;
-      for (std::size_t c = first + 1; c < end; ++c)
-        if (before(heap_[c], heap_[best])) best = c;
-      if (!before(heap_[best], e)) break;
+      for (std::size_t c = first + 1; c < end; ++c) {
+        const unsigned __int128 co = order(heap_[c]);
+        if (co < bo) {
+          bo = co;
+          best = c;
+        }
+      }
+      if (!(bo < eo)) break;
       heap_[i] = heap_[best];
       i = best;
     }

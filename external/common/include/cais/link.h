@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/deferred_credits.h"
 #include "cais/params.h"
 #include "cais/routing.h"
 #include "cais/sim.h"
@@ -63,8 +64,19 @@ class OutputChannel {
   bool connected() const { return link_.connected; }
   const PortLink& link() const { return link_; }
   std::uint32_t num_vcs() const { return static_cast<std::uint32_t>(credits_.size()); }
-  bool has_credits(std::uint32_t vc, std::uint32_t flits) const { return credits_[vc] >= flits; }
-  std::uint32_t credits(std::uint32_t vc) const { return credits_[vc]; }
+  bool has_credits(std::uint32_t vc, std::uint32_t flits) const {
+    settle();
+    return credits_[vc] >= flits;
+  }
+  std::uint32_t credits(std::uint32_t vc) const {
+    settle();
+    return credits_[vc];
+  }
+  // Every VC's counter, current as of the event being handled (valid until credits change).
+  const std::uint32_t* credit_counters() const {
+    settle();
+    return credits_.data();
+  }
   TimePs free_at() const { return busy_until_; }
   bool idle_at(TimePs t) const { return busy_until_ <= t; }
   // Serialise `h` on `vc` starting at max(now, free_at()); consumes credits, sets hop fields
@@ -83,6 +95,18 @@ class OutputChannel {
   // Consumes credits and announces the packet at the tail, as transmit() does.
   void deliver_tail(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs tail_ps);
   void return_credits(std::uint32_t vc, std::uint32_t flits);
+  // ---- direct credits (cais/deferred_credits.h). `owner`, the node that sends on this channel,
+  // takes its credits without credit packets; an armed return reaches it as an event of kind
+  // `wake_kind` with arg32 = `port`, where the credit packet's arrival would have.
+  void enable_direct_credits(Sim& sim, Component& owner, std::uint32_t wake_kind, std::uint32_t port);
+  bool direct_credits() const { return owner_ != nullptr; }
+  // The peer's input returns `flits` on `vc`, arriving at (at, key) (at > now).
+  void defer_return(TimePs at, std::uint64_t key, std::uint32_t vc, std::uint32_t flits);
+  // The owner would act on a credit arriving at or after `min_at`: arm the first such return
+  // (and, while it keeps asking, each one filed later). no_wake(): it would not.
+  void want_wake(TimePs min_at);
+  void no_wake() { wants_wake_ = false; }
+  std::size_t deferred_returns() const { return deferred_.size(); }
   void register_stats(StatsRegistry& reg, const std::string& prefix) const;
   const ChannelStats& stats() const { return stats_; }
   std::uint32_t flit_bytes() const { return flit_bytes_; }
@@ -91,12 +115,35 @@ class OutputChannel {
  private:
   // Credits, statistics and addressing of one packet sent starting at `start`; its serialisation time.
   TimePs take(Sim& sim, Component& sender, PacketHandle h, std::uint32_t vc, TimePs start);
+  // Applies the deferred returns the simulation has passed (counters are read lazily).
+  void settle() const {
+    if (!deferred_.empty() && deferred_.front().at <= sim_->now()) settle_due();
+  }
+  void settle_due() const;
+  void arm_next();
   PortLink link_;
-  std::vector<std::uint32_t> credits_;
+  mutable std::vector<std::uint32_t> credits_;  // mutable: deferred returns land on a read
+  mutable DeferredCredits deferred_;
+  Sim* sim_ = nullptr;
+  Component* owner_ = nullptr;
+  std::uint32_t wake_kind_ = 0, wake_port_ = 0;
+  bool wants_wake_ = false;
+  TimePs wake_from_ = 0;
   std::uint32_t depth_ = 0;
   std::uint32_t flit_bytes_ = 16;
   TimePs busy_until_ = 0;
   ChannelStats stats_;
+};
+
+// The upstream sender's channel a returning input files its credits with (direct credits),
+// looked up at the first return (every node is built by then); null: credit packets.
+class DirectCreditPeer {
+ public:
+  OutputChannel* get(Sim& sim, const PortLink& reverse, TimePs credit_delay_ps);
+
+ private:
+  bool resolved_ = false;
+  OutputChannel* ch_ = nullptr;
 };
 
 class InputBuffer {
@@ -110,6 +157,11 @@ class InputBuffer {
   PacketHandle front(std::uint32_t vc) const { return vcs_[vc].ring.front(); }
   // Remove the head of `vc` and return its credits upstream.
   PacketHandle pop(Sim& sim, Component& self, std::uint32_t vc);
+  // accept() and pop() of a packet that leaves the moment it arrives (a sink at line rate).
+  void sink(Sim& sim, Component& self, PacketHandle h);
+  // Return credits to the upstream sender without credit packets when it takes them
+  // (NodeComponent::direct_credit_channel) and is hosted in this process.
+  void allow_direct_credits() { direct_allowed_ = true; }
   std::uint32_t num_vcs() const { return static_cast<std::uint32_t>(vcs_.size()); }
   std::uint32_t occupancy_flits(std::uint32_t vc) const { return vcs_[vc].flits; }
   std::uint64_t total_packets() const;
@@ -119,11 +171,15 @@ class InputBuffer {
     HandleRing ring;
     std::uint32_t flits = 0;
   };
+  void check_room(const Packet& p) const;
+  void return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits);
   std::uint32_t node_ = 0, port_ = 0;
   PortLink reverse_;
   std::vector<Vc> vcs_;
   std::uint32_t depth_ = 0;
   TimePs credit_delay_ps_ = 0;
+  bool direct_allowed_ = false;
+  DirectCreditPeer direct_;
 };
 
 // A GPU's NVLink ports: sizes `out`/`in` to the node's ports, initialises each (statistics

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "cais/time.h"
@@ -62,19 +63,20 @@ struct Packet : PacketHead {
 };
 
 // Free-list pool: packets are recycled, so the hot path never allocates once warmed up.
-// Slots live in a deque so that a Packet& stays valid when alloc() grows the pool (code that
-// holds a reference across new_packet(), e.g. InputBuffer::pop's credit, stays correct).
+// Slots live in fixed blocks of 256 that never move, so a Packet& stays valid when alloc()
+// grows the pool (code that holds a reference across new_packet() stays correct), and a
+// handle is found with a shift and a mask (a deque of ~260-byte packets holds two per chunk).
 class PacketPool {
  public:
   PacketHandle alloc() {
     if (free_.empty()) {
-      slots_.emplace_back();
+      if (size_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Packet[]>(kBlock));
       ++live_;
-      return static_cast<PacketHandle>(slots_.size() - 1);
+      return static_cast<PacketHandle>(size_++);
     }
     const PacketHandle h = free_.back();
     free_.pop_back();
-    Packet& p = slots_[h];
+    Packet& p = (*this)[h];
     static_cast<PacketHead&>(p) = PacketHead{};
     p.values.clear();  // keeps its capacity
     ++live_;
@@ -84,14 +86,15 @@ class PacketPool {
     free_.push_back(h);
     --live_;
   }
-  Packet& operator[](PacketHandle h) { return slots_[h]; }
-  const Packet& operator[](PacketHandle h) const { return slots_[h]; }
+  Packet& operator[](PacketHandle h) { return blocks_[h >> kBlockBits][h & (kBlock - 1)]; }
+  const Packet& operator[](PacketHandle h) const { return blocks_[h >> kBlockBits][h & (kBlock - 1)]; }
   std::size_t live() const { return live_; }
 
  private:
-  std::deque<Packet> slots_;
+  static constexpr std::uint32_t kBlockBits = 8, kBlock = 1u << kBlockBits;
+  std::vector<std::unique_ptr<Packet[]>> blocks_;
   std::vector<PacketHandle> free_;
-  std::size_t live_ = 0;
+  std::size_t size_ = 0, live_ = 0;
 };
 
 // Flits a packet occupies on a link: one header flit plus the payload rounded up to flits.

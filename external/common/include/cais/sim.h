@@ -44,7 +44,14 @@ class Sim {
 
   // ---- time and events
   TimePs now() const { return now_; }
-  void push(const Event& e);
+  // Ordering key of the event being handled (with now(): where the simulation stands).
+  std::uint64_t current_key() const { return cur_key_; }
+  void push(const Event& e) {
+#ifndef NDEBUG
+    check_not_past(e);
+#endif
+    queue_.push(e);
+  }
   // Process every event with time < until. Returns number of events processed.
   std::uint64_t run_until(TimePs until);
   TimePs next_event_time() const { return queue_.next_time(); }
@@ -61,6 +68,11 @@ class Sim {
   void send(PacketHandle h, TimePs arrival, Component& sender);
   // A packet from another process (already carries arrival_ps and hop_key).
   void deliver_inbound(const proto::Packet& pkt);
+
+  // Direct credits (cais/deferred_credits.h) where both ends take part (the default), or credit
+  // packets everywhere: results are identical; tests compare the two.
+  void set_credit_packets_only(bool v) { credit_packets_only_ = v; }
+  bool credit_packets_only() const { return credit_packets_only_; }
 
   // ---- topology / partition
   const NodeInfo& node(std::uint32_t id) const { return nodes_.at(id); }
@@ -92,12 +104,15 @@ class Sim {
   void set_window_start(TimePs t) { window_start_ = t; }
 
  private:
+  void check_not_past(const Event& e) const;
   proto::Configure cfg_;
   Params params_;
   EventQueue queue_;
   PacketPool pool_;
   StatsRegistry stats_;
   TimePs now_ = 0;
+  std::uint64_t cur_key_ = 0;
+  bool credit_packets_only_ = false;
   TimePs window_start_ = 0;
   TimePs end_time_ = 0;
   std::uint64_t events_ = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cais/component.h"
+#include "cais/link.h"
 #include "cais/sim.h"
 
 namespace cais::net {
@@ -78,6 +79,9 @@ class InputUnit {
 
   std::uint32_t occupancy_flits(std::uint32_t vc) const { return vcs_[vc].flits; }
   std::uint64_t packets_buffered() const;
+  // Return credits to the upstream sender without credit packets when it takes them
+  // (cais/deferred_credits.h) and is hosted in this process.
+  void allow_direct_credits() { direct_allowed_ = true; }
 
  private:
   struct Vc {
@@ -88,6 +92,8 @@ class InputUnit {
   PortLink reverse_;
   double in_bw_gbps_ = 0;
   TimePs credit_delay_ps_ = 0;
+  bool direct_allowed_ = false;
+  DirectCreditPeer direct_;
   std::vector<Vc> vcs_;  // num_vcs_ upstream VCs + the injection queue
 };
 

@@ -15,6 +15,9 @@
 //                   port's, or the replication queue of an output).
 //   kFeatureTimer   a feature's timer (timeouts).
 //   kOutputRoom     with net.output_queue_flits: output o's queue has room again.
+//   kCreditWake     flit-level routers take credits without credit packets
+//                   (cais/deferred_credits.h): a credit returned on output o while input VCs
+//                   wait for a downstream VC there, at the time and order of its packet.
 //   kFlitTick       net.sw_alloc_granularity=flit: one router cycle of flit-level switch
 //                   allocation (FlitAllocator). Ticks run back to back only while some input
 //                   has a flit that may move; otherwise the next tick is scheduled for the
@@ -37,6 +40,7 @@
 // stores and read requests.
 #pragma once
 #include <cstdint>
+#include <array>
 #include <memory>
 #include <string>
 #include <utility>
@@ -82,6 +86,8 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   // unreachable) and whether `dst` hangs directly off this switch (one hop away).
   std::uint32_t port_toward(std::uint32_t dst) const override;
   bool attached(std::uint32_t dst) const override { return routes_.distance(dst) == 1; }
+  // A flit-level router takes credits without credit packets (cais/deferred_credits.h).
+  OutputChannel* direct_credit_channel(std::uint32_t port) override;
 
   // ---- inspection (tests, statistics)
   std::uint32_t num_ports() const { return static_cast<std::uint32_t>(out_.size()); }
@@ -92,7 +98,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   const Histogram& residence_ns() const { return residence_ns_; }
 
  private:
-  enum EventKind : std::uint32_t { kHeadReady = 1, kAllocate, kPortFree, kInject, kFeatureTimer, kOutputRoom, kFlitTick };
+  enum EventKind : std::uint32_t { kHeadReady = 1, kAllocate, kPortFree, kInject, kFeatureTimer, kOutputRoom, kFlitTick, kCreditWake };
 
   // Crossbar input of output `out`'s replication queue, and the inverse test.
   std::uint32_t replication_input(std::uint32_t out) const { return num_ports() + out; }
@@ -116,6 +122,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   void wake_when_room(std::uint32_t out);
   void send(std::uint32_t in, std::uint32_t out);
   void wake_vc_waiters(std::uint32_t out);
+  void wait_for_vc(std::uint32_t out, std::uint32_t in, std::uint32_t vc);
   // ---- flit-level allocation (params_.flit_level)
   void init_flit_level();
   void flit_head_changed(std::uint32_t in, std::uint32_t vc);
@@ -150,6 +157,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<TimePs> out_slot_;     // [out] earliest cycle the output takes its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
   std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
+  std::array<VcRange, kPacketTypes> vc_range_of_type_{};  // the VC allocator's class ranges, per type
   TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
   TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
   bool in_tick_ = false;

@@ -47,6 +47,8 @@ class SyntheticTerminal : public NodeComponent {
   bool done() const override;
   std::string blocked_reason() const override;
   void check_drained() const override;
+  // Takes its credits without credit packets (cais/deferred_credits.h).
+  OutputChannel* direct_credit_channel(std::uint32_t port) override;
 
   // Stop creating packets (packets already created are still sent).
   void stop_injection() { stop_ = true; }
@@ -61,11 +63,12 @@ class SyntheticTerminal : public NodeComponent {
   TimePs measure_end_ps() const { return measure_end_ps_; }
 
  private:
-  enum EventKind : std::uint32_t { kGenerate = 1, kPortFree = 2 };
+  enum EventKind : std::uint32_t { kGenerate = 1, kPortFree = 2, kCreditWake = 3 };
   void generate();
   void schedule_next_generation();
   std::uint32_t pick_destination();
   void pump(std::uint32_t port);
+  void try_send(std::uint32_t port);
   void on_arrival(PacketHandle h);
 
   std::uint32_t node_;

@@ -44,6 +44,7 @@ class VcAllocator {
   void take(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 1; }
   VcRange range_of(PacketType type) const { return vc_range(vc_class_of(type, tc_), vcs_, tc_); }
   bool held(std::uint32_t out_port, std::uint32_t vc) const { return held_[out_port * vcs_ + vc] != 0; }
+  const std::uint8_t* held_row(std::uint32_t out_port) const { return &held_[static_cast<std::size_t>(out_port) * vcs_]; }
   std::uint32_t held_count() const;
 
   // Input VCs waiting for a VC (or credits) at an output: (input port, input vc).
