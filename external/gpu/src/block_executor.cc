@@ -101,18 +101,28 @@ void BlockExecutor::local_overflow_done(std::uint32_t tbi) {
   mem_op_done(tbi);
   if (tb.state == TbState::kWaitMem && tb.wait_limit == kLocalOnly && tb.local_overflow == 0) {
     tb.state = TbState::kRunning;
-    wake(tbi);
+    wake(tbi);  // re-checks the wait
+  }
+}
+
+void BlockExecutor::remote_load_done(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (tb.remote_loads == 0) throw InvariantError(ctx_.name() + ": remote load completion without a remote load in flight");
+  --tb.remote_loads;
+  if (tb.state == TbState::kWaitMem && tb.wait_limit == kLocalOnly && tb.remote_loads == 0) {
+    tb.state = TbState::kRunning;
+    wake(tbi);  // re-checks the wait
   }
 }
 
 bool BlockExecutor::local_done_or_park(std::uint32_t tbi) {
   Tb& tb = ctx_.sched->tb(tbi);
   mem_satisfied(tb, ~0u);  // prune completed local ops
-  if (tb.nlocal == 0 && tb.local_overflow == 0) return true;
+  if (tb.nlocal == 0 && tb.local_overflow == 0 && tb.remote_loads == 0) return true;
   tb.state = TbState::kWaitMem;
   tb.wait_limit = kLocalOnly;
   if (tb.nlocal) wake_at(tbi, *std::max_element(tb.local.begin(), tb.local.begin() + tb.nlocal));
-  return false;  // re-evaluated on wake-up (the last tracked time, or the last overflow op)
+  return false;  // re-evaluated on wake-up (the last tracked time, the last overflow op or remote load)
 }
 
 void BlockExecutor::step(std::uint32_t tbi) {

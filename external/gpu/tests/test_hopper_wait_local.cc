@@ -35,6 +35,25 @@ TEST(HopperWaitLocal, LocalWaitLetsPostedRemoteStoresOverlapTheNextWork) {
   EXPECT_EQ(local.at("gpu0.tbs_completed"), 1);
 }
 
+// A remote load is data the block reads: the wait covers it (mma starts when it is back).
+TEST(HopperWaitLocal, LocalWaitCoversRemoteLoads) {
+  const auto program = [](isa::Scope scope) {
+    auto wl = one_kernel(2);
+    wl.mutable_launches(0)->add_gpus(0);
+    mem(wl, isa::LD_REMOTE, 1, 1024, 0, 131072, 1)->set_is_async(true);
+    add(wl, isa::WAIT)->set_scope(scope);
+    auto* m = add(wl, isa::MMA);
+    m->set_m(128);
+    m->set_n(128);
+    m->set_k(2048);  // 16384 ns
+    m->set_dtype(isa::BF16);
+    return wl;
+  };
+  const double all = run(program(isa::SCOPE_UNSPECIFIED), 2, true).stats.at("gpu0.finish_time");
+  EXPECT_DOUBLE_EQ(run(program(isa::LOCAL), 2, true).stats.at("gpu0.finish_time"), all);
+  EXPECT_GT(all, (1000 + 10 + 500 + 16384) * 1000.0);  // the round trip through the probe (2 x 250 ns) and more
+}
+
 // More local ops in flight than a block tracks by time (16): the wait still covers them all.
 TEST(HopperWaitLocal, LocalWaitCoversLocalOpsBeyondTheTrackedSixteen) {
   const auto program = [](isa::Scope scope) {
