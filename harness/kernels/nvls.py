@@ -66,15 +66,20 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, mc: int
     mc_addr = affine(0, g=slice_bytes, bx=per, loops=(chunk_total, chunk))
     local_addr = affine(0, bx=per, loops=(slice_bytes, chunk))
     p.loop(n)
-    # the chunk travels through tile register 1 (values in functional runs)
+    # the chunk travels through tile register 1 (values in functional runs); a channel waits for
+    # its chunk's data only (WAIT scope=LOCAL), so its posted stores of one chunk stay in flight
+    # while it reads the next, as NCCL's reduce warps stream a loop
     if kind == "all_reduce":
-        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1)
+        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+        p.ins(isa.WAIT, scope=isa.LOCAL)
         p.ins(isa.MM_ST, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
     elif kind == "reduce_scatter":
-        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1)
+        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+        p.ins(isa.WAIT, scope=isa.LOCAL)
         p.ins(isa.ST, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
     else:
-        p.ins(isa.LD, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk, reg=1)
+        p.ins(isa.LD, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+        p.ins(isa.WAIT, scope=isa.LOCAL)
         p.ins(isa.MM_ST, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
     p.end()
     p.end()

@@ -10,10 +10,13 @@ AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut i
   gather t    (1 .. N-2) wait for part g - t + 1 from the previous GPU, forward it (recvCopySend);
   finally     wait for the last part, g + 2.
 ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
-g + 1 and forwards the others. Each store is followed by a flag once it has been acknowledged
-(NCCL's fence before the tail flag): a channel keeps one slice's store in flight while it loads
-and adds the next. Receive slots and flags are distinct per (chunk, channel, step, slice). In
-functional runs the values travel through tile registers, so the sums are checked exactly.
+g + 1 and forwards the others. A channel streams each slice in rounds of threads x 64 B (its
+threads' loads in flight): a round's loads, add and store follow each other, the store is
+posted (WAIT scope=LOCAL waits for the loads only) and the next round's loads go out behind it,
+as NCCL's primitives do. A slice's stores are acknowledged before its flag (NCCL's fence before
+the tail flag), which the channel does while it loads the next slice's first round. Receive
+slots and flags are distinct per (chunk, channel, step, slice). In functional runs the values
+travel through tile registers, so the sums are checked exactly.
 Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
 """
 from __future__ import annotations
@@ -28,6 +31,10 @@ KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 # 4 MiB buffer: 1 MiB (a channel's part smaller than that is one slice).
 SLICE_BYTES = 1 << 20
 R_RECV, R_LOCAL = 1, 2  # tile registers
+# Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors, unrolled
+# 4 deep (prims_simple.h; the access pattern of scripts/measure/measure_cta_jitter.py), so a
+# channel of 512 threads streams a slice in rounds of 32 KiB.
+PIECE_BYTES_PER_THREAD = 4 * 16
 
 
 @dataclass(frozen=True)
@@ -50,11 +57,28 @@ def slices_of(part: int, target: int) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A part of one slice that a channel's threads move as one round: loads in flight
+    together, then the add and the (posted) store, as NCCL's primitives stream a slice."""
+    shift: int       # slice: 0 the peeled first slice, 1 inside the slice loop (L1 + 1)
+    first: int       # byte offset of the piece within its slice (without its loop counter)
+    size: int
+    in_loop: bool    # inside the slice loop (loop counter L1 = slice)
+    step: int = 0    # bytes per iteration of the piece loop around it (0: none)
+    head: bool = False  # the slice's first piece: waits for the slice's flag
+
+    def loops(self, outer: int, per_slice: int) -> tuple[int, ...]:
+        t = (outer,) + ((per_slice,) if self.in_loop else ())
+        return t + ((self.step,) if self.step else ())
+
+
 class _Ring:
-    """Emits one channel's ring steps over one chunk (loop L0 = chunk, L1 = slice)."""
+    """Emits one channel's ring steps over one chunk (loop L0 = chunk, L1 = slice, then the
+    pieces of a slice)."""
 
     def __init__(self, p: Program, *, data: int, recv: int, flags: int, gpus: int, channels: int, chunk: int,
-                 part: int, slices: int, recv_steps: int):
+                 part: int, slices: int, recv_steps: int, piece_bytes: int):
         self.p, self.data, self.recv, self.flags, self.G = p, data, recv, flags, gpus
         self.chunk, self.part, self.S = chunk, part, slices
         self.slice = part // slices
@@ -63,98 +87,119 @@ class _Ring:
         self.nxt = affine(1, g=1, mod=gpus)
         self.n_flags = 2 * (gpus - 1)
         self.C = channels
+        self.piece = max(128, piece_bytes // 128 * 128)
 
-    # addresses of slice (L1 + shift) of ...
-    def data_part(self, k_shift: int, shift: int):
-        base = affine(shift * self.slice, bx=self.region, loops=(self.chunk, self.slice))
+    # addresses of piece `pc` of slice (L1 + shift) of ...
+    def data_part(self, k_shift: int, pc: _Piece):
+        base = affine(pc.shift * self.slice + pc.first, bx=self.region, loops=pc.loops(self.chunk, self.slice))
         return part_addr(base, self.part, self.G, k_shift)
 
-    def slot(self, step: int, shift: int):
+    def slot(self, step: int, pc: _Piece):
         n = self.recv_steps
-        return affine(step * self.part + shift * self.slice, bx=n * self.part,
-                      loops=(self.C * n * self.part, self.slice))
+        return affine(step * self.part + pc.shift * self.slice + pc.first, bx=n * self.part,
+                      loops=pc.loops(self.C * n * self.part, self.slice))
 
-    def flag(self, index: int, shift: int):
+    def flag(self, index: int, shift: int, in_loop: bool):
         n, S = self.n_flags, self.S
-        return affine(8 * (index * S + shift), bx=8 * n * S, loops=(8 * self.C * n * S, 8))
+        return affine(8 * (index * S + shift), bx=8 * n * S, loops=(8 * self.C * n * S,) + ((8,) if in_loop else ()))
 
-    def wait(self, index: int, shift: int):
-        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(index, shift), value=1)
+    def wait(self, index: int, pc: _Piece):
+        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(index, pc.shift, pc.in_loop), value=1)
 
-    def signal(self, index: int, shift: int):
-        self.p.ins(isa.FLAG_SIGNAL, buffer=self.flags, addr=self.flag(index, shift), value=1, scope=isa.REMOTE,
-                   peer=self.nxt)
+    def signal(self, index: int, shift: int, in_loop: bool):
+        self.p.ins(isa.FLAG_SIGNAL, buffer=self.flags, addr=self.flag(index, shift, in_loop), value=1,
+                   scope=isa.REMOTE, peer=self.nxt)
 
-    def load(self, buf: int, addr, reg: int):
-        self.p.ins(isa.LD, buffer=buf, addr=addr, rows=1, row_bytes=self.slice, reg=reg, is_async=True)
+    def load(self, buf: int, addr, reg: int, size: int):
+        self.p.ins(isa.LD, buffer=buf, addr=addr, rows=1, row_bytes=size, reg=reg, is_async=True)
 
-    def send(self, buf: int, addr, reg: int = R_RECV):
-        self.p.ins(isa.ST_REMOTE, buffer=buf, addr=addr, peer=self.nxt, rows=1, row_bytes=self.slice, reg=reg,
+    def send(self, buf: int, addr, size: int, reg: int = R_RECV):
+        self.p.ins(isa.ST_REMOTE, buffer=buf, addr=addr, peer=self.nxt, rows=1, row_bytes=size, reg=reg,
                    is_async=True)
 
+    def slice_pieces(self, body, shift: int, signal_index) -> None:
+        """One slice as rounds of `piece` bytes: the first piece (which also acknowledges the
+        previous slice's stores and posts its flag), a loop over the full pieces, a short tail."""
+        p, L, b = self.p, self.slice, min(self.piece, self.slice)
+        in_loop = shift == 1
+        body(_Piece(shift, 0, b, in_loop, head=True), signal_index)
+        full = L // b
+        if full > 2:
+            p.loop(full - 1)
+            body(_Piece(shift, b, b, in_loop, step=b), None)
+            p.end()
+        elif full == 2:
+            body(_Piece(shift, b, b, in_loop), None)
+        if L % b:
+            body(_Piece(shift, full * b, L % b, in_loop), None)
+
     def step(self, body, signal_index: int | None) -> None:
-        """Every slice of one step: body(shift) for slice L1 + shift; the previous slice's store
-        is acknowledged when the next slice's loads are (WAIT 0), then its flag follows."""
+        """Every slice of one step; a slice's stores are acknowledged when the next slice's first
+        loads are (WAIT 0), then its flag follows (NCCL's fence before the tail flag)."""
         p = self.p
-        body(0, None)
+        self.slice_pieces(body, 0, None)
         if self.S > 1:
             p.loop(self.S - 1)
-            body(1, signal_index)
+            self.slice_pieces(body, 1, signal_index)
             p.end()
         p.ins(isa.WAIT, count=0)
         if signal_index is not None:
-            self.signal(signal_index, self.S - 1)
+            self.signal(signal_index, self.S - 1, False)
 
     def emit(self, kind: str) -> None:
         G, p = self.G, self.p
         ag0 = G - 1  # flag index of the gather's first step
 
-        def after_loads(shift: int, signal_index):
-            p.ins(isa.WAIT, count=0)
-            if signal_index is not None:  # the previous slice's store is acknowledged
-                self.signal(signal_index, shift - 1)
+        def after_loads(pc: _Piece, signal_index):
+            if signal_index is not None:  # the previous slice's stores are acknowledged
+                p.ins(isa.WAIT, count=0)
+                self.signal(signal_index, pc.shift - 1, pc.in_loop)
+            else:  # the loads are in registers; earlier posted stores stay in flight
+                p.ins(isa.WAIT, scope=isa.LOCAL)
 
         if kind in ("all_reduce", "reduce_scatter"):
-            def first(shift, sig):
-                self.load(self.data, self.data_part(0, shift), R_RECV)
-                after_loads(shift, sig)
-                self.send(self.recv, self.slot(0, shift))
+            def first(pc, sig):
+                self.load(self.data, self.data_part(0, pc), R_RECV, pc.size)
+                after_loads(pc, sig)
+                self.send(self.recv, self.slot(0, pc), pc.size)
             self.step(first, 0)
             for s in range(1, G):
                 last = s == G - 1
                 target = (ag0 if kind == "all_reduce" else None) if last else s
 
-                def reduce(shift, sig, s=s, last=last):
-                    self.wait(s - 1, shift)
-                    self.load(self.recv, self.slot(s - 1, shift), R_RECV)
-                    self.load(self.data, self.data_part(-s, shift), R_LOCAL)
-                    after_loads(shift, sig)
-                    p.ins(isa.ALU, elements=self.slice // 2, flops_per_element=1.0, reg=R_RECV, src_reg=R_LOCAL)
+                def reduce(pc, sig, s=s, last=last):
+                    if pc.head:
+                        self.wait(s - 1, pc)
+                    self.load(self.recv, self.slot(s - 1, pc), R_RECV, pc.size)
+                    self.load(self.data, self.data_part(-s, pc), R_LOCAL, pc.size)
+                    after_loads(pc, sig)
+                    p.ins(isa.ALU, elements=pc.size // 2, flops_per_element=1.0, reg=R_RECV, src_reg=R_LOCAL)
                     if not last:
-                        self.send(self.recv, self.slot(s, shift))
+                        self.send(self.recv, self.slot(s, pc), pc.size)
                         return
-                    p.ins(isa.ST, buffer=self.data, addr=self.data_part(1, shift), rows=1, row_bytes=self.slice,
+                    p.ins(isa.ST, buffer=self.data, addr=self.data_part(1, pc), rows=1, row_bytes=pc.size,
                           reg=R_RECV, is_async=True)
                     if kind == "all_reduce":
-                        self.send(self.data, self.data_part(1, shift))
+                        self.send(self.data, self.data_part(1, pc), pc.size)
                 self.step(reduce, target)
         else:
-            def gather0(shift, sig):
-                self.load(self.data, self.data_part(1, shift), R_RECV)
-                after_loads(shift, sig)
-                self.send(self.data, self.data_part(1, shift))
+            def gather0(pc, sig):
+                self.load(self.data, self.data_part(1, pc), R_RECV, pc.size)
+                after_loads(pc, sig)
+                self.send(self.data, self.data_part(1, pc), pc.size)
             self.step(gather0, ag0)
         if kind == "reduce_scatter":
             return
         for t in range(1, G - 1):
-            def forward(shift, sig, t=t):
-                self.wait(ag0 + t - 1, shift)
-                self.load(self.data, self.data_part(1 - t, shift), R_RECV)
-                after_loads(shift, sig)
-                self.send(self.data, self.data_part(1 - t, shift))
+            def forward(pc, sig, t=t):
+                if pc.head:
+                    self.wait(ag0 + t - 1, pc)
+                self.load(self.data, self.data_part(1 - t, pc), R_RECV, pc.size)
+                after_loads(pc, sig)
+                self.send(self.data, self.data_part(1 - t, pc), pc.size)
             self.step(forward, ag0 + t)
         p.loop(self.S)  # the last part, g + 2, arrives from the previous GPU
-        self.wait(ag0 + G - 2, 0)
+        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(ag0 + G - 2, 0, True), value=1)
         p.end()
 
 
@@ -181,7 +226,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     if wait is not None:
         wait(p)
     _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part, slices=S,
-          recv_steps=recv_steps).emit(kind)
+          recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
     p.end()
     return ki
 

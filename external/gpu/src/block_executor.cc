@@ -49,7 +49,8 @@ void BlockExecutor::add_local(std::uint32_t tbi, TimePs done) {
     tb.local[tb.nlocal++] = done;
   } else {  // more in flight than the block tracks: an event of its own
     ++tb.outstanding;
-    ctx_.schedule(done, kMemDone, tbi);
+    ++tb.local_overflow;
+    ctx_.schedule(done, kLocalDone, tbi);
   }
 }
 
@@ -80,14 +81,48 @@ void BlockExecutor::wait_mem(std::uint32_t tbi, std::uint32_t limit) {
   }
 }
 
+// wait_limit of a block parked by WAIT scope=LOCAL: remote completions do not wake it.
+constexpr std::uint32_t kLocalOnly = ~0u;
+
 void BlockExecutor::mem_op_done(std::uint32_t tbi) {
   Tb& tb = ctx_.sched->tb(tbi);
   if (tb.outstanding == 0) throw InvariantError(ctx_.name() + ": memory completion without an outstanding op");
   --tb.outstanding;
-  if (tb.state == TbState::kWaitMem && tb.outstanding <= tb.wait_limit) {
+  if (tb.state == TbState::kWaitMem && tb.wait_limit != kLocalOnly && tb.outstanding <= tb.wait_limit) {
     tb.state = TbState::kRunning;
     wake(tbi);
   }
+}
+
+void BlockExecutor::local_overflow_done(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (tb.local_overflow == 0) throw InvariantError(ctx_.name() + ": local completion without a local op in flight");
+  --tb.local_overflow;
+  mem_op_done(tbi);
+  if (tb.state == TbState::kWaitMem && tb.wait_limit == kLocalOnly && tb.local_overflow == 0) {
+    tb.state = TbState::kRunning;
+    wake(tbi);  // re-checks the wait
+  }
+}
+
+void BlockExecutor::remote_load_done(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  if (tb.remote_loads == 0) throw InvariantError(ctx_.name() + ": remote load completion without a remote load in flight");
+  --tb.remote_loads;
+  if (tb.state == TbState::kWaitMem && tb.wait_limit == kLocalOnly && tb.remote_loads == 0) {
+    tb.state = TbState::kRunning;
+    wake(tbi);  // re-checks the wait
+  }
+}
+
+bool BlockExecutor::local_done_or_park(std::uint32_t tbi) {
+  Tb& tb = ctx_.sched->tb(tbi);
+  mem_satisfied(tb, ~0u);  // prune completed local ops
+  if (tb.nlocal == 0 && tb.local_overflow == 0 && tb.remote_loads == 0) return true;
+  tb.state = TbState::kWaitMem;
+  tb.wait_limit = kLocalOnly;
+  if (tb.nlocal) wake_at(tbi, *std::max_element(tb.local.begin(), tb.local.begin() + tb.nlocal));
+  return false;  // re-evaluated on wake-up (the last tracked time, the last overflow op or remote load)
 }
 
 void BlockExecutor::step(std::uint32_t tbi) {
@@ -256,6 +291,11 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
 
 bool BlockExecutor::exec_wait(std::uint32_t tbi, const isa::Instr& ins) {
   Tb& tb = ctx_.sched->tb(tbi);
+  if (ins.op() == isa::WAIT && ins.scope() == isa::LOCAL) {
+    if (!local_done_or_park(tbi)) return false;
+    ++tb.pc;
+    return true;
+  }
   const std::uint32_t limit = ins.op() == isa::WAIT ? ins.count() : 0;
   if (!mem_satisfied(tb, limit)) {
     wait_mem(tbi, limit);  // re-evaluated on wake-up

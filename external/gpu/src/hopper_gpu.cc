@@ -103,6 +103,7 @@ void HopperGpu::handle(const Event& e) {
     case kTbStep: return exec_.on_step_event(static_cast<std::uint32_t>(e.arg), e.arg32);
     case kTbStart: return exec_.on_start_event(static_cast<std::uint32_t>(e.arg));
     case kMemDone: return exec_.mem_op_done(static_cast<std::uint32_t>(e.arg));
+    case kLocalDone: return exec_.local_overflow_done(static_cast<std::uint32_t>(e.arg));
     case kPortFree: return ports_.pump(e.arg32);
     case kLaunchReady: return sched_.on_launch_ready(static_cast<std::uint32_t>(e.arg));
     case kDispatch: return sched_.on_dispatch();

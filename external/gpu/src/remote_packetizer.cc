@@ -113,6 +113,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   }
   ++live_;
   ++tb.outstanding;
+  if (loads_register(ins.op())) ++tb.remote_loads;
   queues_[queue].ops.push_back(oi);
   pump(queue);
 }
@@ -329,7 +330,9 @@ void RemotePacketizer::packet_done(std::uint32_t oi) {
     op.in_use = false;
     free_ops_.push_back(oi);
     --live_;
+    const bool load = loads_register(op.op);
     ctx_.exec->mem_op_done(tbi);
+    if (load) ctx_.exec->remote_load_done(tbi);
   }
 }
 

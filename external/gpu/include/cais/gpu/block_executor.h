@@ -21,6 +21,10 @@ class BlockExecutor {
   void on_start_event(std::uint32_t tbi);                   // kTbStart
   // A remote (or overflow local) memory op of block `tbi` completed (kMemDone, packetizer).
   void mem_op_done(std::uint32_t tbi);
+  // A local op that did not fit the block's completion times is done (kLocalDone).
+  void local_overflow_done(std::uint32_t tbi);
+  // A remote load (its data in the block's registers) is done; after its mem_op_done.
+  void remote_load_done(std::uint32_t tbi);
   void wake_at(std::uint32_t tbi, TimePs t);
   void wake(std::uint32_t tbi) { wake_at(tbi, ctx_.now()); }
   // A block parked on a flag or group sync may run again (it re-checks its instruction).
@@ -52,6 +56,9 @@ class BlockExecutor {
   void add_local(std::uint32_t tbi, TimePs done);
   bool mem_satisfied(Tb& tb, std::uint32_t limit);
   void wait_mem(std::uint32_t tbi, std::uint32_t limit);
+  // WAIT scope=LOCAL: true when the block's loads (local and remote) and local stores are done;
+  // else parks it until they are. Posted remote stores, reductions and multicasts stay in flight.
+  bool local_done_or_park(std::uint32_t tbi);
 
   GpuContext& ctx_;
   std::vector<SmUnits> sms_;

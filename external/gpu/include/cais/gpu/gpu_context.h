@@ -38,7 +38,8 @@ class RedArrivals;
 
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
 enum GpuEvent : std::uint32_t {
-  kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch, kThrottleExpiry
+  kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch, kThrottleExpiry,
+  kLocalDone  // a local op past the block's 16 tracked completion times
 };
 
 // Egress traffic classes of the GPU hub (each has a VC class of its own).

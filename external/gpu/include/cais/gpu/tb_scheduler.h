@@ -32,6 +32,8 @@ struct Tb {
   std::uint32_t outstanding = 0, wait_limit = 0;  // remote (and overflow) ops in flight
   std::uint32_t seq = 0;                          // wake token: only the latest kTbStep counts
   std::uint8_t nlocal = 0;                        // local ops in flight: completion times below
+  std::uint32_t local_overflow = 0;               // local ops in flight beyond those 16 (also in outstanding)
+  std::uint32_t remote_loads = 0;                 // remote loads in flight (also in outstanding)
   bool wait0 = false;                             // a blocking memory op waits for completion
   std::array<TimePs, 16> local{};
   TbState state = TbState::kFree;
