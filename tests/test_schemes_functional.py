@@ -177,3 +177,29 @@ def test_cais_stays_exact_when_a_shrunk_merge_table_evicts_and_times_out(engines
         for rs in ("reduce_attn", "reduce_ffn", "reduce_ffn1_dgrad", "reduce_qkv_dgrad"):
             _check(stats, g, rs, np.full(T // G * H, float(SUM)))
         _check(stats, g, "ag_ln2_regather", _gathered(g))
+
+
+@pytest.mark.parametrize("cap", [(), ("net.cais_merge.outstanding_cap_kb=4",)], ids=["1280kb", "4kb"])
+def test_cais_stays_exact_under_the_per_gpu_cap_of_mergeable_lines(engines, tmp_path, cap):
+    """CAIS caps each GPU's outstanding mergeable lines (spec 3.5 step 3.4): the switches ack
+    every red.cais line they retire, so the acks add up to the lines sent, the cap holds, and a
+    4 KB cap (32 lines) only slows the run down: the sums stay exact, nothing deadlocks."""
+    stats = _stats(tmp_path, "cais", "workload=sublayer_l1", *cap)
+    for g in range(G):
+        _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))
+    gpu = lambda name: [stats[f"gpu{g}.mergeable.{name}"] for g in range(G)]  # noqa: E731
+    assert sum(gpu("red_ack_lines")) == _merge_stat(stats, "red_ack_lines") == _packets(stats, "CAIS_RED") > 0
+    limit = 4096 // 128 if cap else 1280 * 1024 // 128
+    assert 0 < max(gpu("high_water_lines")) <= limit
+    stalls = sum(stats[f"gpu{g}.stall.mergeable_cap"] for g in range(G))
+    assert (stalls > 0) == bool(cap)
+
+
+def test_cais_without_throttling_posts_red_cais_unacked(engines, tmp_path):
+    """scheme.throttle=false (CAIS-w/o-Coord, the ablation's steps before +throttling) keeps
+    red.cais posted: no acks, no cap."""
+    stats = _stats(tmp_path, "cais", "workload=sublayer_l1", "scheme.throttle=false")
+    assert _merge_stat(stats, "red_acks") == 0
+    assert not any(".mergeable." in k for k in stats)
+    for g in range(G):
+        _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))

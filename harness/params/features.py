@@ -62,6 +62,17 @@ class CaisMergeParams:
     throttle_hold_ns: float = 2000.0
     """How long a THROTTLE asks the GPU to hold that group's mergeable requests at most (its
     ``aux``); lifted earlier (THROTTLE aux = 0) when the GPU's peers catch up; > 0."""
+    outstanding_cap: bool = False
+    """The last part of request throttling (spec 3.5 step 3.4, paper V-C2): each GPU caps its
+    outstanding mergeable lines (``ld.cais`` until its response, ``red.cais`` until the switch's
+    CAIS_RED_ACK) at ``outstanding_cap_kb``, and the merge unit acks every ``red.cais`` line when
+    it is done with it (merged sum forwarded, partial evicted or timed out, or bypassed). Read
+    by the switches and the Hopper GPUs alike; the CAIS schemes set it from ``scheme.throttle``.
+    False: ``red.cais`` is posted, no acks, no cap."""
+    outstanding_cap_kb: float = 1280.0
+    """The per-GPU cap of ``outstanding_cap`` in KB of ``gpu.max_packet_bytes`` lines: the
+    paper's 10240 x 128 B = 1280 KB (spec A16; paper V-C2: "the total required merging table
+    size is bounded by the outstanding remote requests from a single GPU"); > 0."""
 
 
 @dataclass

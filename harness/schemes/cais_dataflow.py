@@ -62,8 +62,9 @@ class CaisParams(SchemeParams):
     pre_access_sync: bool = True
     """Pre-access synchronisation: CAIS_SYNC before a TB's first .cais instruction (step 2)."""
     throttle: bool = True
-    """TB-aware request throttling in the merge unit (step 3); conf/scheme sets
-    net.cais_merge.throttle from it."""
+    """TB-aware request throttling (step 3); conf/scheme sets net.cais_merge.throttle (the
+    switch's THROTTLE feedback, parts 1-3) and net.cais_merge.outstanding_cap (the per-GPU cap
+    of outstanding mergeable lines, part 4) from it."""
     reuse_remote_rows: bool = True
     """True: a gathered row block's remote lines are fetched once (ld.cais) into local memory
     by a per-row-block copy that the AG-GEMM's tiles of those rows depend on: what the

@@ -58,6 +58,21 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.tb_overhead_ps = ns_to_ps(p.get_double("gpu.tb_overhead_ns"));
   c.kernel_launch_ps = ns_to_ps(p.get_double("gpu.kernel_launch_ns"));
   c.max_clusters_4 = static_cast<std::uint32_t>(p.get_uint("gpu.max_clusters_4"));
+  // The cap is the merge unit's protocol as much as the GPU's: the switches ack red.cais only
+  // when it is on (feature_cais_merge.h), so both ends read the same key.
+  if (p.has("net.cais_merge.outstanding_cap") && p.get_bool("net.cais_merge.outstanding_cap")) {
+    const std::string features = p.has("net.features") ? p.get_string("net.features") : "";
+    if (features.find("cais_merge") == std::string::npos)
+      throw ConfigError("net.cais_merge.outstanding_cap", "needs the switches' merge unit (cais_merge in net.features, "
+                                                          "now '" + features + "'): it acks the red.cais lines");
+    const double kb = p.get_positive("net.cais_merge.outstanding_cap_kb");
+    const double lines = std::floor(kb * 1024.0 / c.max_packet_bytes);
+    if (lines < 1 || lines > 1e9)
+      throw ConfigError("net.cais_merge.outstanding_cap_kb", "is " + std::to_string(kb) + "; allowed: from one " +
+                                                                 std::to_string(c.max_packet_bytes) +
+                                                                 " B line (gpu.max_packet_bytes) to 1e9 lines");
+    c.mergeable_cap_lines = static_cast<std::uint32_t>(lines);
+  }
   return c;
 }
 

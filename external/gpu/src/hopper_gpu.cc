@@ -56,6 +56,11 @@ void HopperGpu::register_stats() {
   st.counter(n + ".stall.outstanding_limit", "events", &remote_.outstanding_stalls());
   st.counter(n + ".stall.throttled", "events", &remote_.throttle_stalls());
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
+  if (cfg_.mergeable_cap_lines) {  // net.cais_merge.outstanding_cap
+    st.counter(n + ".stall.mergeable_cap", "events", &remote_.cap_stalls());
+    st.counter(n + ".mergeable.high_water_lines", "lines", &remote_.mergeable_high_water());
+    st.counter(n + ".mergeable.red_ack_lines", "lines", &remote_.red_ack_lines());
+  }
   st.counter(n + ".served_requests", "packets", &hub_.served_requests());
   st.counter(n + ".sync_requests", "packets", &sync_.requests());
   st.counter(n + ".red_arrivals.packets", "packets", &arrivals_.packets());
@@ -113,12 +118,17 @@ void HopperGpu::handle(const Event& e) {
   }
 }
 
-bool HopperGpu::done() const { return sched_.all_done() && remote_.live() == 0; }
+bool HopperGpu::done() const {
+  return sched_.all_done() && remote_.live() == 0 && remote_.mergeable_outstanding() == 0;
+}
 
 std::string HopperGpu::blocked_reason() const {
   if (done()) return {};
   std::ostringstream os;
   os << sched_.launches_left() << " launches unfinished, " << remote_.live() << " remote ops in flight";
+  if (cfg_.mergeable_cap_lines)
+    os << ", " << remote_.mergeable_outstanding() << "/" << cfg_.mergeable_cap_lines << " mergeable lines outstanding ("
+       << remote_.cap_waiting() << " issue queues stalled on the cap)";
   os << "; blocks waiting: " << sync_.waiting() << " on group sync, " << flags_.waiting() << " on flags, "
      << sched_.dep_waiting() << " on dependencies";
   for (const auto& L : sched_.launches())
@@ -133,6 +143,10 @@ std::string HopperGpu::blocked_reason() const {
 void HopperGpu::check_drained() const {
   if (ctx_.has_ports) ports_.check_drained();
   if (remote_.live() != 0) throw InvariantError(name() + ": remote operations left in flight at end of run");
+  // Acks conserve the lines sent: every mergeable line was answered or acked by a switch.
+  if (remote_.mergeable_outstanding() != 0)
+    throw InvariantError(name() + ": " + std::to_string(remote_.mergeable_outstanding()) +
+                         " mergeable lines never answered or acked (CAIS_RED_ACK) at end of run");
 }
 
 std::uint64_t HopperGpu::flag_value(std::uint32_t buffer, std::uint64_t off) const {

@@ -45,9 +45,12 @@ void NvlinkHub::on_arrival(PacketHandle h) {
       sim.packets().release(h);
       return;
     }
-    case proto::PKT_CAIS_RED_ACK:
+    case proto::PKT_CAIS_RED_ACK: {  // count = this GPU's red.cais lines the switch is done with
+      const std::uint32_t lines = p.count;
       sim.packets().release(h);
+      ctx_.remote->on_red_ack(lines);
       return;
+    }
     default:
       throw InvariantError(ctx_.name() + ": unexpected packet type " + proto::PacketType_Name(p.type));
   }

@@ -13,7 +13,10 @@
 
 namespace cais::gpu {
 
-RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) { queues_.resize(ctx.cfg.num_sms + 1); }
+RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
+  queues_.resize(ctx.cfg.num_sms + 1);
+  cap_waiting_.assign(queues_.size(), 0);
+}
 
 void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue) {
   Tb& tb = ctx_.sched->tb(tbi);
@@ -132,6 +135,15 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     }
     const std::uint32_t oi = q.ops.front();
     RemoteOp& op = ops_[oi];
+    const bool capped = counts_toward_cap(op);
+    if (capped && mergeable_ >= ctx_.cfg.mergeable_cap_lines) {
+      ++cap_stalls_;
+      if (!cap_waiting_[qi]) {
+        cap_waiting_[qi] = 1;
+        cap_waiters_.push_back(qi);
+      }
+      return;  // resumed by a response or CAIS_RED_ACK (retire_mergeable)
+    }
     const bool posted = op.type == proto::PKT_CAIS_RED;  // multimem stores complete on the switch's MM_ACK
     if (!posted && q.outstanding >= limit) {
       ++outstanding_stalls_;
@@ -141,6 +153,7 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     std::uint32_t bytes = 0;
     next_packet(op, q, addr, bytes);
     if (!posted) ++q.outstanding;
+    if (capped) mergeable_high_water_ = std::max(mergeable_high_water_, ++mergeable_);
     if (op.flag || bulk_lines(qi) == 1) {
       ++op.pending;
       emit(op, oi, &addr, 1, bytes);
@@ -163,6 +176,10 @@ std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
     // Lines held back (at most planes x (N-1)) must leave one request in flight to pump again.
     n = std::min(n, (limit - 1) / std::max<std::uint32_t>(1, planes_) + 1);
     n = std::min(n, std::max<std::uint32_t>(1, ports.min_vc_flits() / ports.flits(ctx_.cfg.max_packet_bytes)));
+    // Mergeable lines held back by all SM queues (< num_sms x planes x N) must stay below the
+    // per-GPU cap, so that a stalled GPU always has lines in flight whose acks resume it.
+    if (!dma && ctx_.cfg.mergeable_cap_lines)
+      n = std::min(n, (ctx_.cfg.mergeable_cap_lines - 1) / (ctx_.cfg.num_sms * std::max<std::uint32_t>(1, planes_)) + 1);
     bulk_.resize(static_cast<std::size_t>(queues_.size()) * planes_);
   }
   return n;
@@ -314,10 +331,33 @@ void RemotePacketizer::on_response(PacketHandle h) {
     if (op.reg) place_response(op, p);
   }
   queues_[op.queue].outstanding -= p.lines;
-  const std::uint32_t q = op.queue;
+  const std::uint32_t q = op.queue, lines = p.lines;
+  const bool capped = counts_toward_cap(op);
   sim.packets().release(h);
   packet_done(oi);
   pump(q);
+  if (capped) retire_mergeable(lines);
+}
+
+void RemotePacketizer::on_red_ack(std::uint32_t lines) {
+  if (!ctx_.cfg.mergeable_cap_lines)
+    throw InvariantError(ctx_.name() + ": CAIS_RED_ACK without net.cais_merge.outstanding_cap");
+  red_ack_lines_ += lines;
+  retire_mergeable(lines);
+}
+
+void RemotePacketizer::retire_mergeable(std::uint64_t lines) {
+  if (lines > mergeable_)
+    throw InvariantError(ctx_.name() + ": " + std::to_string(lines) + " mergeable lines retired, " +
+                         std::to_string(mergeable_) + " outstanding");
+  mergeable_ -= lines;
+  // Resume the queues that stalled on the cap, oldest first; one that stalls again goes to the back.
+  for (std::size_t n = cap_waiters_.size(); n > 0 && mergeable_ < ctx_.cfg.mergeable_cap_lines; --n) {
+    const std::uint32_t qi = cap_waiters_.front();
+    cap_waiters_.pop_front();
+    cap_waiting_[qi] = 0;
+    pump(qi);
+  }
 }
 
 void RemotePacketizer::packet_done(std::uint32_t oi) {

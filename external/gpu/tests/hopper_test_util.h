@@ -37,6 +37,14 @@ inline bool& probe_lifts() {  // ... and lifts it after 5 us (else the hold runs
   static bool on = true;
   return on;
 }
+inline bool& probe_red_acks() {  // the probe acks every mergeable red.cais (aux >= 2) ...
+  static bool on = false;
+  return on;
+}
+inline TimePs& probe_red_acks_from_ps() {  // ... not before this time (acks held back until then)
+  static TimePs t = 0;
+  return t;
+}
 
 class ProbeSwitch : public NodeComponent {
  public:
@@ -58,6 +66,10 @@ class ProbeSwitch : public NodeComponent {
   void handle(const Event& e) override {
     if (e.kind == 2) return pump(e.arg32);
     if (e.kind == 3) return throttle(e.arg32, static_cast<std::uint32_t>(e.arg), false);
+    if (e.kind == 4) {  // a held-back CAIS_RED_ACK goes out
+      q_[e.arg32].push_back(static_cast<PacketHandle>(e.arg));
+      return pump(e.arg32);
+    }
     const PacketHandle h = static_cast<PacketHandle>(e.arg);
     Packet& p = sim_.packets()[h];
     const std::uint32_t port = p.hop_port;
@@ -73,6 +85,17 @@ class ProbeSwitch : public NodeComponent {
       throttled_ = true;
       throttle(port, p.group, true);
       if (probe_lifts()) schedule(sim_.now() + 5000000, 3, p.group, port);
+    }
+    if (probe_red_acks() && p.type == proto::PKT_CAIS_RED && p.aux >= 2) {
+      const std::uint32_t src = p.src, lines = p.lines;
+      const PacketHandle r = sim_.new_packet(*this);
+      Packet& q = sim_.packets()[r];
+      q.type = proto::PKT_CAIS_RED_ACK;
+      q.src = q.origin = node_;
+      q.dst = src;
+      q.count = lines;
+      q.flits = flits_for(0, flit_, hdr_);
+      schedule(std::max(sim_.now(), probe_red_acks_from_ps()), 4, r, port);
     }
     proto::PacketType reply = proto::PKT_UNSPECIFIED;
     std::uint32_t bytes = 0;

@@ -63,6 +63,7 @@ struct MergeTable {
   std::int64_t entries = 320;
   double timeout_ns = 5000;
   double launch_skew_ns = 0;  // GPUs start apart: contributions to a line arrive spread out
+  double cap_kb = 0;          // > 0: net.cais_merge.outstanding_cap at this many KB
 };
 
 proto::Configure config(const isa::Workload& wl, const MergeTable& t) {
@@ -81,6 +82,8 @@ proto::Configure config(const isa::Workload& wl, const MergeTable& t) {
     m["net.cais_merge.throttle_ahead_entries"].set_i(64);
     m["net.cais_merge.throttle_resume_entries"].set_i(32);
     m["net.cais_merge.throttle_hold_ns"].set_d(2000.0);
+    m["net.cais_merge.outstanding_cap"].set_b(t.cap_kb > 0);
+    m["net.cais_merge.outstanding_cap_kb"].set_d(t.cap_kb > 0 ? t.cap_kb : 1280.0);
   }
   return c;
 }
@@ -139,6 +142,67 @@ TEST(HopperRedArrivals, EvictedPartialSumsCountWhatTheyCarry) {
   EXPECT_GT(merge_stat(st, "evictions"), 0);
   EXPECT_GT(merge_stat(st, "timeouts"), 0);
   EXPECT_GT(st.at("gpu0.red_arrivals.packets"), kRegions * kRegionBytes / 128);
+}
+
+// The per-GPU cap of outstanding mergeable lines (net.cais_merge.outstanding_cap): the switch
+// acks every red.cais line it retires, so each sender gets exactly the lines it sent back and
+// ends with none outstanding (check_drained), and the sums stay exact, also with a cap of a few
+// lines that stalls the senders and a table that evicts and times out.
+std::map<std::string, double> run_capped(const MergeTable& t) {
+  const auto st = run_and_check(t);
+  const double lines = kRegions * kRegionBytes / 128;  // each GPU's red.cais lines to GPU 0
+  for (std::uint32_t g = 1; g < kGpus; ++g) {
+    const std::string n = "gpu" + std::to_string(g);
+    EXPECT_EQ(st.at(n + ".mergeable.red_ack_lines"), lines) << n;
+    EXPECT_GE(st.at(n + ".mergeable.high_water_lines"), 1) << n;
+  }
+  EXPECT_EQ(st.at("gpu0.mergeable.red_ack_lines"), 0);  // the home's own contributions stay local
+  EXPECT_EQ(merge_stat(st, "red_ack_lines"), (kGpus - 1) * lines);
+  return st;
+}
+
+TEST(HopperRedArrivals, CappedRedCaisLinesAreAckedOnePerLineAndSumsStayExact) {
+  MergeTable t;
+  t.on = true;
+  t.cap_kb = 1280;
+  const auto st = run_capped(t);
+  EXPECT_EQ(merge_stat(st, "completions"), kRegions * kRegionBytes / 128);
+  EXPECT_EQ(st.at("gpu1.stall.mergeable_cap"), 0);  // 64 lines never reach 10240
+  // One ack per contributor per merged entry: 7 GPUs x 64 single-line entries.
+  EXPECT_EQ(merge_stat(st, "red_acks"), (kGpus - 1) * kRegions * kRegionBytes / 128);
+}
+
+TEST(HopperRedArrivals, ASmallCapStallsTheSendersWithoutDeadlockEvenWhenEntriesAreEvicted) {
+  MergeTable t;
+  t.on = true;
+  t.cap_kb = 0.5;  // 4 lines of 128 B per GPU
+  t.entries = 2;
+  t.timeout_ns = 200;
+  t.launch_skew_ns = 3000;
+  const auto st = run_capped(t);
+  EXPECT_GT(merge_stat(st, "evictions") + merge_stat(st, "timeouts"), 0);
+  double stalls = 0, high = 0;
+  for (std::uint32_t g = 1; g < kGpus; ++g) {
+    stalls += st.at("gpu" + std::to_string(g) + ".stall.mergeable_cap");
+    high = std::max(high, st.at("gpu" + std::to_string(g) + ".mergeable.high_water_lines"));
+  }
+  EXPECT_GT(stalls, 0);
+  EXPECT_EQ(high, 4);  // the cap holds
+}
+
+TEST(HopperRedArrivals, TheCapNeedsTheMergeUnitToAckIt) {
+  MergeTable t;
+  t.on = true;
+  t.cap_kb = 1280;
+  proto::Configure c = config(reduce_into_gpu0(), t);
+  (*c.mutable_params())["net.features"].set_s("");
+  HostedModel h;
+  try {
+    h.configure(c);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cais_merge"), std::string::npos) << e.what();
+  }
 }
 
 // A plain remote reduction (red.remote, the source form before the CAIS compiler) is added at the

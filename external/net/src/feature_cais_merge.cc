@@ -28,6 +28,8 @@ CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
   c.throttle_hold_ps = ns_to_ps(p.get_positive("net.cais_merge.throttle_hold_ns"));
   if (c.throttle && c.throttle_resume_entries >= c.throttle_ahead_entries)
     throw ConfigError("net.cais_merge.throttle_resume_entries", "must be < throttle_ahead_entries");
+  c.red_acks = p.get_bool("net.cais_merge.outstanding_cap");
+  p.get_positive("net.cais_merge.outstanding_cap_kb");  // the GPUs' cap (hopper_config.cc)
   c.shape = PacketShape::from_params(p);
   return c;
 }
@@ -309,6 +311,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     ++e.packets;
     e.last_req_ps = e.last_access_ps = now;
     touch(idx);
+    add_contributor(e, p, in_port);
     const std::uint32_t src = p.src;
     ctx.release(h);
     if (add_requester(e, src, c)) join(ctx, e, src, in_port);
@@ -322,7 +325,9 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   tables_[tbl].st.misses += p.lines;
   idx = allocate(ctx, tbl, p.addr, Kind::kReduction, p.payload_bytes, p.lines);
   if (idx < 0) {
-    tables_[tbl].st.bypasses += ctx.packet(h).lines;
+    const Packet& b = ctx.packet(h);  // eviction may have created packets: re-fetch
+    tables_[tbl].st.bypasses += b.lines;
+    if (cfg_.red_acks && b.origin == b.src) send_red_ack(ctx, b.src, b.lines, b.addr, b.group, in_port);
     forward(ctx, in_port, h);
     return Verdict::kConsumed;
   }
@@ -343,6 +348,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   e.first_inject_ps = q.inject_ps;
   e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
   if (ctx.functional()) e.values.assign(q.values.begin(), q.values.end());
+  add_contributor(e, q, in_port);
   const std::uint32_t src = q.src;
   ctx.release(h);
   add_requester(e, src, c);
@@ -376,6 +382,44 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
   else t.st.partial_flushes += e.lines;
   t.st.bytes_saved += static_cast<std::uint64_t>(e.packets - 1) * e.payload_bytes;
   ctx.inject(r, e.first_in_port, cfg_.lookup_delay_ps);
+  ack_contributors(ctx, e);  // every retirement of a reduction entry (complete, evicted, timed out) comes here
+}
+
+// ------------------------------------------------------------------ reduction acks
+
+void CaisMergeUnit::add_contributor(Entry& e, const Packet& p, std::uint32_t in_port) {
+  if (!cfg_.red_acks || p.origin != p.src) return;  // only what a GPU issued (a merged sum is not)
+  for (Contributor& c : e.contributors)
+    if (c.gpu == p.src) {
+      ++c.packets;
+      return;
+    }
+  e.contributors.push_back(Contributor{p.src, in_port, 1});
+}
+
+void CaisMergeUnit::ack_contributors(SwitchContext& ctx, Entry& e) {
+  for (const Contributor& c : e.contributors)
+    send_red_ack(ctx, c.gpu, c.packets * e.lines, e.addr, e.group, c.in_port);
+  e.contributors.clear();
+}
+
+void CaisMergeUnit::send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t lines, std::uint64_t addr,
+                                 std::uint32_t group, std::uint32_t in_port) {
+  const PacketHandle r = ctx.new_packet();
+  Packet& q = ctx.packet(r);
+  q.type = proto::PKT_CAIS_RED_ACK;
+  q.src = node_;
+  q.dst = gpu;
+  q.origin = node_;
+  q.addr = addr;
+  q.group = group;
+  q.count = lines;  // the GPU's lines this ack retires
+  q.inject_ps = ctx.now();
+  q.payload_bytes = 0;
+  q.flits = cfg_.shape.flits(0);
+  ++red_acks_sent_;
+  red_ack_lines_ += lines;
+  ctx.inject(r, in_port, cfg_.lookup_delay_ps);
 }
 
 // ------------------------------------------------------------------ table management
@@ -430,6 +474,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   e.waiters.clear();
   e.values.clear();
   e.members.clear();
+  e.contributors.clear();
   e.requesters.clear();
   e.distinct = 0;
   e.prev = t.tail;
@@ -598,6 +643,8 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
   }
   reg.counter(prefix + ".throttles", "packets", &throttles_sent_);
   reg.counter(prefix + ".unthrottles", "packets", &unthrottles_sent_);
+  reg.counter(prefix + ".red_acks", "packets", &red_acks_sent_);
+  reg.counter(prefix + ".red_ack_lines", "lines", &red_ack_lines_);
 }
 
 void CaisMergeUnit::check_drained() const {

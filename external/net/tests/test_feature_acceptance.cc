@@ -414,6 +414,8 @@ proto::Configure make_config(const System& s) {
   m["net.cais_merge.throttle_ahead_entries"] = pv(8);
   m["net.cais_merge.throttle_resume_entries"] = pv(2);
   m["net.cais_merge.throttle_hold_ns"] = pvd(1000);
+  m["net.cais_merge.outstanding_cap"] = pvb(false);
+  m["net.cais_merge.outstanding_cap_kb"] = pvd(1280);
   cfg.set_window_ps(250000);
   cfg.set_seed(1);
   return cfg;

@@ -153,6 +153,8 @@ inline Params feature_params() {
   p.set_int("net.cais_merge.throttle_ahead_entries", 64);
   p.set_int("net.cais_merge.throttle_resume_entries", 32);
   p.set_double("net.cais_merge.throttle_hold_ns", 2000.0);
+  p.set_bool("net.cais_merge.outstanding_cap", false);
+  p.set_double("net.cais_merge.outstanding_cap_kb", 1280.0);
   p.set_double("net.nvls.multicast_delay_ns", 2.0);
   p.set_double("net.nvls.reduce_delay_ns", 4.0);
   p.set_bool("net.nvls.member_acks", false);

@@ -32,6 +32,9 @@ struct HopperConfig {
   TimePs tb_overhead_ps = 0;
   TimePs kernel_launch_ps = 0;
   std::uint32_t max_clusters_4 = 0;  // resident 4-CTA cluster slots (0: only the SMs limit clusters)
+  // Outstanding mergeable lines (ld.cais, red.cais) one GPU may have, from
+  // net.cais_merge.outstanding_cap / outstanding_cap_kb (spec 3.5 step 3.4); 0: no cap.
+  std::uint32_t mergeable_cap_lines = 0;
 
   static HopperConfig from_params(const Params& p);
 };

@@ -11,6 +11,12 @@
 // shape and every GPU groups one tile alike (the merge unit matches them). Lines count
 // against the outstanding limit from the moment they are cut; N is capped so that the lines
 // held back can never fill that limit alone, nor a bulk packet exceed a VC.
+// Per-GPU cap on outstanding mergeable lines (cfg.mergeable_cap_lines > 0, spec 3.5 step 3.4):
+// every line of an ld.cais / red.cais that a merge unit handles (aux >= 2) counts from the
+// moment it is cut until its response (ld.cais) or the switch's CAIS_RED_ACK (red.cais; the op
+// itself still completes when posted). A queue whose head op would take the count past the cap
+// stalls and waits in FIFO order; a response or ack resumes the waiting queues (no polling).
+// With the cap, N is also capped so that the lines all SM queues hold back stay below it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -56,6 +62,13 @@ class RemotePacketizer {
   void throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps);
   // kThrottleExpiry: the hold of (switch << 32) | group ran out, unless renewed since.
   void hold_expired(std::uint64_t key);
+  // CAIS_RED_ACK: the switch is done with `lines` of this GPU's red.cais lines.
+  void on_red_ack(std::uint32_t lines);
+  std::uint64_t mergeable_outstanding() const { return mergeable_; }
+  std::size_t cap_waiting() const { return cap_waiters_.size(); }
+  std::uint64_t& cap_stalls() { return cap_stalls_; }
+  std::uint64_t& mergeable_high_water() { return mergeable_high_water_; }
+  std::uint64_t& red_ack_lines() { return red_ack_lines_; }
 
   std::uint32_t live() const { return live_; }
   std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
@@ -75,6 +88,11 @@ class RemotePacketizer {
   };
   void pump(std::uint32_t q);
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
+  // A line of `op` counts against the per-GPU cap of mergeable lines.
+  bool counts_toward_cap(const RemoteOp& op) const {
+    return ctx_.cfg.mergeable_cap_lines && (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && op.aux >= 2;
+  }
+  void retire_mergeable(std::uint64_t lines);  // a response or ack: count down, resume waiters
   // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
   // Add a cut line to its plane's bulk packet; sends it when full.
@@ -103,6 +121,9 @@ class RemotePacketizer {
   std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
+  std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;
+  std::deque<std::uint32_t> cap_waiters_;  // queues stalled on the cap, in stall order
+  std::vector<std::uint8_t> cap_waiting_;  // per queue: in cap_waiters_
   Histogram latency_ns_;
 };
 

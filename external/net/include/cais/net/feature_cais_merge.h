@@ -57,6 +57,14 @@
 // its first line; every GPU groups a tile's lines alike, and a request whose lines differ from
 // its entry's is an error) and counts as that many entries against table_entries, in the
 // throttle counts and in every statistic, so a table holds the same number of lines.
+// Reduction acks (red_acks = net.cais_merge.outstanding_cap, spec 3.5 step 3.4): a GPU counts
+// its red.cais lines as outstanding until this unit is done with them, so the unit answers
+// every GPU-issued CAIS_RED it handles (aux >= 2, at the home's switch) with a 1-flit
+// CAIS_RED_ACK to its src, count = the lines retired: when the entry holding it ends (complete
+// sum written, partial sum evicted or timed out) each contributor gets one ack for all its
+// lines in the entry (packets it sent x the entry's lines; a GPU that sent twice gets both),
+// and a request that bypasses the table is acked as it is forwarded. Acks are responses: the
+// control class of traffic control (vc_allocator.cc).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -83,6 +91,7 @@ struct CaisMergeConfig {
   std::uint32_t throttle_ahead_entries = 0;
   std::uint32_t throttle_resume_entries = 0;
   TimePs throttle_hold_ps = 0;
+  bool red_acks = false;  // net.cais_merge.outstanding_cap
   PacketShape shape;
   // Reads net.cais_merge.* (and the router's net.flit_bytes / net.header_flits).
   static CaisMergeConfig from_params(const Params& p);
@@ -148,6 +157,8 @@ class CaisMergeUnit : public SwitchFeature {
   MergeTableStats totals() const;  // histogram not merged (left empty)
   std::size_t live_entries() const { return live_; }
   std::uint64_t throttles_sent() const { return throttles_sent_; }
+  std::uint64_t red_acks_sent() const { return red_acks_sent_; }
+  std::uint64_t red_ack_lines() const { return red_ack_lines_; }
   std::uint64_t unthrottles_sent() const { return unthrottles_sent_; }
   // Live entries GPU `gpu` has joined in `group` that wait for peers.
   std::uint32_t ahead(std::uint32_t group, std::uint32_t gpu) const;
@@ -158,6 +169,9 @@ class CaisMergeUnit : public SwitchFeature {
     std::uint32_t src = 0, in_port = 0;
     std::uint64_t tag = 0;
     TimePs inject_ps = 0;
+  };
+  struct Contributor {
+    std::uint32_t gpu = 0, in_port = 0, packets = 0;
   };
   struct Entry {
     State state = State::kFree;
@@ -186,6 +200,7 @@ class CaisMergeUnit : public SwitchFeature {
     std::vector<Waiter> waiters;
     std::vector<double> values;
     std::vector<std::uint32_t> members;  // GPUs that joined (throttle accounting)
+    std::vector<Contributor> contributors;  // GPU-issued reductions to ack (red_acks)
   };
   struct Table {
     std::int32_t head = -1, tail = -1;  // head = least recently used
@@ -219,6 +234,11 @@ class CaisMergeUnit : public SwitchFeature {
   void send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
                      std::uint32_t in_port);
   void forward(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+  // red_acks: remember a GPU-issued reduction of `src` in the entry; ack every contributor.
+  void add_contributor(Entry& e, const Packet& p, std::uint32_t in_port);
+  void ack_contributors(SwitchContext& ctx, Entry& e);
+  void send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t lines, std::uint64_t addr,
+                    std::uint32_t group, std::uint32_t in_port);
 
   CaisMergeConfig cfg_;
   std::uint32_t num_ports_, feature_index_, node_;
@@ -248,6 +268,7 @@ class CaisMergeUnit : public SwitchFeature {
   };
   std::unordered_map<PairKey, Ahead, PairKeyHash> ahead_;  // (group, gpu)
   std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
+  std::uint64_t red_acks_sent_ = 0, red_ack_lines_ = 0;
 };
 
 }  // namespace cais::net
