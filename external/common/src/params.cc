@@ -79,7 +79,7 @@ std::string Params::get_enum(const std::string& key, const std::vector<std::stri
     if (a == s) return s;
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  throw ConfigError(key, "'" + s + "' is not one of: " + list);
+  throw ConfigError(key, quote(s) + " is not one of: " + list);
 }
 
 std::vector<double> Params::get_double_list(const std::string& key) const {

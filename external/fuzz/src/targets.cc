@@ -80,6 +80,10 @@ bool is_library_message(const std::string& m) {
 void check_message(const std::string& where, const std::string& m) {
   if (m.empty()) finding(where + ": a rejection with an empty message");
   if (m.find('\n') != std::string::npos) finding(where + ": a rejection of several lines: " + m);
+  // A raw control character (a name quoted without escapes) breaks or garbles the user's line.
+  for (const char c : m)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      finding(where + ": a control character in a rejection: " + quote(m));
   if (is_library_message(m)) finding(where + ": a library error reached the user: " + m);
 }
 
