@@ -42,6 +42,9 @@ class TrafficEndpoint : public NodeComponent {
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
     rng_ = sim.make_rng("traffic." + name());
     planes_ = init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);
+    if (planes_.empty() && requests_ > 0 && sim.num_gpus() > 1)  // every request leaves by a port
+      throw ConfigError("topology", name() + " has no connected NVLink port but traffic.requests_per_gpu is " +
+                                        std::to_string(requests_));
     queues_.resize(out_.size());
     sim.stats().counter(name() + ".requests_completed", "requests", &completed_);
     sim.stats().counter(name() + ".read_bytes", "B", &read_bytes_);

@@ -57,20 +57,33 @@ TEST(FuzzFindings, BooksimControlCharacterIsNamedWithItsLine) {
   }
 }
 
+// A false finding of the long booksim run: the key "topstology" contains "stol".
+TEST(FuzzCheck, LibraryMessagesAreMatchedAsWholeWords) {
+  EXPECT_TRUE(is_library_message("stoi"));
+  EXPECT_TRUE(is_library_message("vector::_M_range_check: __n (which is 9) >= this->size() (which is 8)"));
+  EXPECT_TRUE(is_library_message("std::bad_alloc"));
+  EXPECT_FALSE(is_library_message("topstology: fuzz.cfg:3: unknown configuration key"));
+  EXPECT_FALSE(is_library_message("gpu.stoichiometry: unknown parameter"));
+}
+
 TEST(FuzzFindings, QuoteEscapesEveryByteThatIsNotPrintable) {
   EXPECT_EQ(quote("gpu.sm_count"), "'gpu.sm_count'");
   EXPECT_EQ(quote(std::string("a\nb\r\t\\\x1b\x7f\0\xc3", 10)), "'a\\nb\\r\\t\\\\\\x1b\\x7f\\x00\\xc3'");
 }
 
-// The Error an engine answers `configure` with (the last message it sent).
-std::string engine_error(const proto::Control& configure) {
+std::string serialized(const proto::Control& c) {
   std::string bytes;
-  configure.SerializeToString(&bytes);
-  proto::Control bye;
+  c.SerializeToString(&bytes);
+  return bytes;
+}
+
+// The Error an engine answers `configure` (and one window of simulation) with: the last message
+// it sent, or "(no Error)".
+std::string engine_error(const proto::Control& configure) {
+  proto::Control advance, bye;
+  advance.mutable_advance()->set_until_ps(configure.configure().window_ps());
   bye.mutable_shutdown();
-  std::string bye_bytes;
-  bye.SerializeToString(&bye_bytes);
-  MemoryLink link({{bytes}, {bye_bytes}});
+  MemoryLink link({{serialized(configure)}, {serialized(advance)}, {serialized(bye)}});
   run_engine_host(link, "fuzz", FaultInjection{});
   proto::Control last;
   if (link.sent().empty() || !last.ParseFromString(link.sent().back()) || !last.has_error()) return "(no Error)";
@@ -86,6 +99,34 @@ TEST(FuzzSeeds, RecordedConfiguresAreAccepted) {
     ASSERT_TRUE(cfg.ParseFromString(bytes));
     EXPECT_EQ(engine_error(cfg), "(no Error)") << cfg.configure().engine_name();
   }
+}
+
+// The recorded Configure of the traffic run's GPU engine (it hosts GPUs 0..7).
+proto::Control traffic_gpu_configure() {
+  proto::Control cfg;
+  for (const std::string& bytes : load_corpus(corpus_root() + "/packet_batch_configure"))
+    if (cfg.ParseFromString(bytes) && cfg.configure().engine_name() == "gpu_engine0" &&
+        cfg.configure().params().at("host.gpu_model").s() == "traffic")
+      return cfg;
+  ADD_FAILURE() << "no traffic GPU engine Configure among the seeds";
+  return cfg;
+}
+
+// Found by fuzzing (engine_host, SIGFPE): a traffic GPU whose links were all removed hashed its
+// requests over zero ports (a division by zero).
+TEST(FuzzFindings, TrafficGpuWithoutLinksIsRefused) {
+  proto::Control cfg = traffic_gpu_configure();
+  auto* links = cfg.mutable_configure()->mutable_topology()->mutable_links();
+  for (int i = links->size() - 1; i >= 0; --i)
+    if (links->Get(i).src_node() == 2) links->DeleteSubrange(i, 1);
+  EXPECT_EQ(engine_error(cfg).rfind("topology: gpu2 has no connected NVLink port but traffic.requests_per_gpu is ", 0), 0u)
+      << engine_error(cfg);
+}
+
+TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
+  proto::Control cfg = traffic_gpu_configure();
+  (*cfg.mutable_configure()->mutable_params())["net.flit_bytes"].set_i(0);
+  EXPECT_EQ(engine_error(cfg), "net.flit_bytes: must be >= 1");
 }
 
 // Found by fuzzing: a parameter key holding a newline was quoted raw, so the engine's one-line
