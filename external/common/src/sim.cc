@@ -22,6 +22,10 @@ void Sim::configure(const proto::Configure& cfg) {
     info.id = n.id();
     info.kind = n.kind();
     info.name = n.name();
+    // Node names go into every message and statistic about the node: printable text only.
+    if (info.name.empty() || escaped(info.name) != info.name || info.name.find(' ') != std::string::npos)
+      throw ConfigError("topology.nodes", "node " + std::to_string(n.id()) + " has the name " + quote(info.name) +
+                                              "; allowed: printable characters without spaces");
     info.out.assign(n.num_ports(), PortLink{});
     if (n.kind() == proto::NODE_GPU) ++num_gpus_;
   }
@@ -44,6 +48,14 @@ void Sim::configure(const proto::Configure& cfg) {
   num_engines_ = 0;
   for (auto e : node_engine_) num_engines_ = std::max(num_engines_, e + 1);
   hosted_.assign(cfg.hosted_nodes().begin(), cfg.hosted_nodes().end());
+  std::vector<bool> seen(nodes_.size(), false);
+  for (const auto id : hosted_) {
+    if (id >= nodes_.size())
+      throw ConfigError("hosted_nodes", "node " + std::to_string(id) + " is not in the topology (it has " +
+                                            std::to_string(nodes_.size()) + " nodes)");
+    if (seen[id]) throw ConfigError("hosted_nodes", "node " + std::to_string(id) + " is listed twice");
+    seen[id] = true;
+  }
   local_nodes_.assign(nodes_.size(), nullptr);
   outbox_.assign(num_engines_, proto::PacketBatch{});
   for (std::uint32_t e = 0; e < num_engines_; ++e) {

@@ -123,6 +123,25 @@ TEST(FuzzFindings, TrafficGpuWithoutLinksIsRefused) {
       << engine_error(cfg);
 }
 
+// Found by fuzzing (engine_host): a hosted node past the topology reached the user as
+// vector::_M_range_check.
+TEST(FuzzFindings, HostedNodeOutsideTheTopologyIsRefused) {
+  proto::Control cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->add_hosted_nodes(45);
+  EXPECT_EQ(engine_error(cfg), "hosted_nodes: node 45 is not in the topology (it has 9 nodes)");
+  cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->add_hosted_nodes(3);
+  EXPECT_EQ(engine_error(cfg), "hosted_nodes: node 3 is listed twice");
+}
+
+// Found by fuzzing (engine_host): a node name holding a control character reached errors raw.
+TEST(FuzzFindings, NodeNameWithAControlCharacterIsRefused) {
+  proto::Control cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->mutable_topology()->mutable_nodes(1)->set_name("gpu1 \x01");
+  EXPECT_EQ(engine_error(cfg),
+            "topology.nodes: node 1 has the name 'gpu1 \\x01'; allowed: printable characters without spaces");
+}
+
 TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
   proto::Control cfg = traffic_gpu_configure();
   (*cfg.mutable_configure()->mutable_params())["net.flit_bytes"].set_i(0);
