@@ -94,6 +94,16 @@ std::vector<double> Params::get_double_list(const std::string& key) const {
   return out;
 }
 
+TimePs Params::get_time_ps(const std::string& key_ns, TimePs min_ps) const {
+  const double ns = get_double(key_ns);
+  if (!(ns >= 0 && ns <= kMaxTimeNs) || ns_to_ps(ns) < min_ps) {
+    std::ostringstream os;
+    os << "must be a time in ns from " << static_cast<double>(min_ps) / 1000.0 << " to " << kMaxTimeNs << ", got " << ns;
+    throw ConfigError(key_ns, os.str());
+  }
+  return ns_to_ps(ns);
+}
+
 void Params::set_int(const std::string& key, std::int64_t v) { values_[key].set_i(v); }
 void Params::set_double(const std::string& key, double v) { values_[key].set_d(v); }
 void Params::set_string(const std::string& key, const std::string& v) { values_[key].set_s(v); }

@@ -34,7 +34,7 @@ class TrafficEndpoint : public NodeComponent {
     if (read_fraction_ < 0 || read_fraction_ > 1) throw ConfigError("traffic.read_fraction", "must be in [0, 1]");
     max_outstanding_ = p.get_uint("traffic.max_outstanding");
     if (max_outstanding_ == 0) throw ConfigError("traffic.max_outstanding", "must be >= 1");
-    issue_gap_ps_ = ns_to_ps(p.get_double("traffic.issue_gap_ns"));
+    issue_gap_ps_ = p.get_time_ps("traffic.issue_gap_ns");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));

@@ -142,6 +142,28 @@ TEST(FuzzFindings, NodeNameWithAControlCharacterIsRefused) {
             "topology.nodes: node 1 has the name 'gpu1 \\x01'; allowed: printable characters without spaces");
 }
 
+// Found by fuzzing (engine_host, SIGFPE): net.stats_bin_ns of 1e-9 rounds to a bin of 0 ps; a
+// negative time would not fit the unsigned picoseconds at all.
+TEST(FuzzFindings, TimesThatRoundToZeroOrAreNegativeAreRefused) {
+  Params p;
+  proto::ParamValue v;
+  v.set_d(1e-9);
+  p.set("net.stats_bin_ns", v);
+  EXPECT_THROW(p.get_time_ps("net.stats_bin_ns", 1), ConfigError);
+  EXPECT_EQ(p.get_time_ps("net.stats_bin_ns"), 0u);
+  v.set_d(-1);
+  p.set("traffic.issue_gap_ns", v);
+  try {
+    p.get_time_ps("traffic.issue_gap_ns");
+    FAIL() << "a negative time was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "traffic.issue_gap_ns: must be a time in ns from 0 to 1e+12, got -1");
+  }
+  proto::Control cfg = traffic_gpu_configure();
+  (*cfg.mutable_configure()->mutable_params())["traffic.issue_gap_ns"].set_d(-5);
+  EXPECT_EQ(engine_error(cfg), "traffic.issue_gap_ns: must be a time in ns from 0 to 1e+12, got -5");
+}
+
 TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
   proto::Control cfg = traffic_gpu_configure();
   (*cfg.mutable_configure()->mutable_params())["net.flit_bytes"].set_i(0);
