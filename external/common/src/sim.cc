@@ -34,7 +34,16 @@ void Sim::configure(const proto::Configure& cfg) {
       throw ConfigError("topology.links", "link refers to an unknown node");
     auto& ports = nodes_[l.src_node()].out;
     if (l.src_port() >= ports.size()) throw ConfigError("topology.links", "link port out of range on " + nodes_[l.src_node()].name);
-    if (!(l.bw_gbps() > 0)) throw ConfigError("topology.links", "bandwidth must be > 0 on " + nodes_[l.src_node()].name);
+    // Bounded so that one packet's serialization (and the busy-time bins it fills) stays finite.
+    if (!(l.bw_gbps() >= kMinLinkGbps && l.bw_gbps() <= kMaxLinkGbps)) {
+      std::ostringstream os;
+      os << "bandwidth must be " << kMinLinkGbps << " to " << kMaxLinkGbps << " GB/s on " << nodes_[l.src_node()].name
+         << ", got " << l.bw_gbps();
+      throw ConfigError("topology.links", os.str());
+    }
+    if (l.latency_ps() > kMaxLinkLatencyPs)
+      throw ConfigError("topology.links", "latency must be <= " + std::to_string(kMaxLinkLatencyPs) + " ps on " +
+                                              nodes_[l.src_node()].name + ", got " + std::to_string(l.latency_ps()));
     PortLink& pl = ports[l.src_port()];
     pl.connected = true;
     pl.peer_node = l.dst_node();

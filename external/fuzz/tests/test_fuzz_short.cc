@@ -164,6 +164,17 @@ TEST(FuzzFindings, TimesThatRoundToZeroOrAreNegativeAreRefused) {
   EXPECT_EQ(engine_error(cfg), "traffic.issue_gap_ns: must be a time in ns from 0 to 1e+12, got -5");
 }
 
+// Found by fuzzing (engine_host, a hang): a link of 8.9e-14 GB/s took ~1e18 ps per packet and
+// the switch filled its busy-time bins one by one.
+TEST(FuzzFindings, LinkBandwidthAndLatencyAreBounded) {
+  proto::Control cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->mutable_topology()->mutable_links(0)->set_bw_gbps(8.8817841970012523e-14);
+  EXPECT_EQ(engine_error(cfg).rfind("topology.links: bandwidth must be 0.001 to 1e+06 GB/s on ", 0), 0u) << engine_error(cfg);
+  cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->mutable_topology()->mutable_links(0)->set_latency_ps(1ull << 62);
+  EXPECT_EQ(engine_error(cfg).rfind("topology.links: latency must be <= 1000000000000 ps on ", 0), 0u) << engine_error(cfg);
+}
+
 TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
   proto::Control cfg = traffic_gpu_configure();
   (*cfg.mutable_configure()->mutable_params())["net.flit_bytes"].set_i(0);
