@@ -175,6 +175,21 @@ TEST(FuzzFindings, LinkBandwidthAndLatencyAreBounded) {
   EXPECT_EQ(engine_error(cfg).rfind("topology.links: latency must be <= 1000000000000 ps on ", 0), 0u) << engine_error(cfg);
 }
 
+// Found by fuzzing (booksim, a hang): k = 66666668 built 66 M terminals.
+TEST(FuzzFindings, BooksimTerminalsAndVcsAreBounded) {
+  const auto seeds = load_corpus(corpus_root() + "/booksim");
+  ASSERT_FALSE(seeds.empty());
+  for (const auto& [line, error] : std::vector<std::pair<std::string, std::string>>{
+           {"k = 66666668;", "k: must be <= 1024, got 66666668"}, {"num_vcs = 100000;", "num_vcs: must be <= 64, got 100000"}}) {
+    try {
+      net::BooksimConfig::from_string(seeds.front() + "\n" + line + "\n", "net.cfg").to_configure();
+      ADD_FAILURE() << line << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), error);
+    }
+  }
+}
+
 TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
   proto::Control cfg = traffic_gpu_configure();
   (*cfg.mutable_configure()->mutable_params())["net.flit_bytes"].set_i(0);

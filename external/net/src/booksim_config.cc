@@ -252,6 +252,9 @@ void require(const BooksimConfig& c, const std::string& key, const std::vector<s
   throw ConfigError(key, quote(v) + " is not supported (supported: " + list + ")");
 }
 
+constexpr long kMaxTerminals = 1024;
+constexpr long kMaxVcs = 64;
+
 long positive(const BooksimConfig& c, const std::string& key) {
   const long v = c.get_int(key);
   if (v <= 0) throw ConfigError(key, "must be > 0");
@@ -367,9 +370,12 @@ proto::Configure BooksimConfig::to_configure() const {
   require(*this, "vc_allocator", {"separable_input_first"});
   require(*this, "sw_allocator", {"separable_input_first"});
   require(*this, "sim_type", {"latency"});
+  // Bounded: every terminal and VC is a node or buffer built up front (k = 66666668 hung the reader).
   const long k = positive(*this, "k");
+  if (k > kMaxTerminals) throw ConfigError("k", "must be <= " + std::to_string(kMaxTerminals) + ", got " + std::to_string(k));
   const long flits = positive(*this, "packet_size");
   const long vcs = positive(*this, "num_vcs");
+  if (vcs > kMaxVcs) throw ConfigError("num_vcs", "must be <= " + std::to_string(kMaxVcs) + ", got " + std::to_string(vcs));
   const long depth = positive(*this, "vc_buf_size");
   if (flits > depth) throw ConfigError("packet_size", "larger than vc_buf_size (virtual cut-through needs room for a packet)");
   const long uses_flits = get_int("injection_rate_uses_flits");
