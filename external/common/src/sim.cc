@@ -52,6 +52,19 @@ void Sim::configure(const proto::Configure& cfg) {
     pl.latency_ps = l.latency_ps();
     pl.lanes = l.lanes();
   }
+  // Every link has its reverse (credits and responses travel back on it): a packet arriving on a
+  // port indexes that port's buffers, so a dst_port past the node's ports wrote out of bounds.
+  for (const auto& n : nodes_)
+    for (std::uint32_t port = 0; port < n.out.size(); ++port) {
+      const PortLink& l = n.out[port];
+      if (!l.connected) continue;
+      const auto& back = nodes_[l.peer_node].out;
+      if (l.peer_port >= back.size() || !back[l.peer_port].connected || back[l.peer_port].peer_node != n.id ||
+          back[l.peer_port].peer_port != port)
+        throw ConfigError("topology.links", "the link from " + n.name + " port " + std::to_string(port) + " to " +
+                                                nodes_[l.peer_node].name + " port " + std::to_string(l.peer_port) +
+                                                " has no link back on that port");
+    }
   node_engine_.assign(cfg.node_engine().begin(), cfg.node_engine().end());
   if (node_engine_.size() != nodes_.size()) throw ConfigError("node_engine", "must name an engine for every node");
   num_engines_ = 0;

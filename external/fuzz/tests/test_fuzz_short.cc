@@ -118,7 +118,7 @@ TEST(FuzzFindings, TrafficGpuWithoutLinksIsRefused) {
   proto::Control cfg = traffic_gpu_configure();
   auto* links = cfg.mutable_configure()->mutable_topology()->mutable_links();
   for (int i = links->size() - 1; i >= 0; --i)
-    if (links->Get(i).src_node() == 2) links->DeleteSubrange(i, 1);
+    if (links->Get(i).src_node() == 2 || links->Get(i).dst_node() == 2) links->DeleteSubrange(i, 1);
   EXPECT_EQ(engine_error(cfg).rfind("topology: gpu2 has no connected NVLink port but traffic.requests_per_gpu is ", 0), 0u)
       << engine_error(cfg);
 }
@@ -188,6 +188,14 @@ TEST(FuzzFindings, BooksimTerminalsAndVcsAreBounded) {
       EXPECT_EQ(std::string(e.what()), error);
     }
   }
+}
+
+// Found by fuzzing (engine_host, SIGSEGV): a link whose dst_port is past the peer's ports made
+// the peer index its input buffers out of bounds when a packet arrived.
+TEST(FuzzFindings, LinkWithoutItsReverseIsRefused) {
+  proto::Control cfg = traffic_gpu_configure();
+  cfg.mutable_configure()->mutable_topology()->mutable_links(0)->set_dst_port(200);
+  EXPECT_NE(engine_error(cfg).find("has no link back on that port"), std::string::npos) << engine_error(cfg);
 }
 
 TEST(FuzzFindings, ZeroFlitBytesIsRefusedByTheGpuEngine) {
