@@ -67,6 +67,17 @@ def test_validate_size_too_large_for_a_float_names_the_row(tmp_path):
         validate_collectives.load_input(str(path))
 
 
+def test_validate_csv_size_past_int64_names_the_row(tmp_path):
+    """Found by the long validate_csv run: 85818446744073709551616 bytes was an OverflowError."""
+    from harness.experiments import validate_collectives
+
+    path = tmp_path / "rows.csv"
+    path.write_text("name,op,bytes,gpus,algo\nbig,all_reduce,85818446744073709551616,2,ring\n")
+    with pytest.raises(ConfigError, match=r"rows\.csv line 2 \(name big\): bytes '85818446744073709551616' is not "
+                                          r"allowed; allowed: a whole number from 1 to 9223372036854775807"):
+        validate_collectives.load_input(str(path))
+
+
 def test_concurrent_row_with_an_extra_field_names_the_row(tmp_path):
     from harness.experiments import validate_concurrent
 

@@ -16,6 +16,7 @@ from harness import REPO_ROOT
 from harness.errors import ConfigError
 
 KEY = "validate.input"
+INT64_MAX = 2**63 - 1
 
 
 def resolve(value, default: Path) -> Path:
@@ -88,10 +89,12 @@ def integers(path: Path, df: pd.DataFrame, column: str, minimum: int, optional: 
         if optional and pd.isna(raw):
             values.append(pd.NA)
             continue
-        if pd.isna(number) or not math.isfinite(number) or number != int(number) or int(number) < minimum:
+        if (pd.isna(number) or not math.isfinite(number) or number != int(number) or int(number) < minimum
+                or int(number) > INT64_MAX):  # the column is int64
             shown = "" if pd.isna(raw) else raw
             raise ConfigError(KEY, f"{where(path, df, i)}: {column} '{shown}' is not allowed; allowed: a whole "
-                              f"number >= {minimum}{' or blank' if optional else ''} (no units: 64MiB is 67108864)")
+                              f"number from {minimum} to {INT64_MAX}{' or blank' if optional else ''} "
+                              f"(no units: 64MiB is 67108864)")
         values.append(int(number))
     df[column] = pd.array(values, dtype="Int64") if optional else pd.array(values, dtype="int64")
 
