@@ -67,6 +67,35 @@ def test_validate_size_too_large_for_a_float_names_the_row(tmp_path):
         validate_collectives.load_input(str(path))
 
 
+def test_a_hang_inside_code_that_catches_every_exception_is_still_a_hang():
+    """A false finding of the long overrides run: a composition past the time limit under load was
+    caught by the precheck's `except Exception` and reported as an empty refusal."""
+    import time
+
+    from harness import fuzz
+
+    def slow(value):
+        try:
+            time.sleep(5 if value == "mutated" else 0)
+        except Exception as exc:  # noqa: BLE001 - as harness.config.precheck
+            raise ConfigError("", str(exc)) from None
+
+    target = fuzz.Target("slow", ["seed"], slow, lambda s, o, r: "mutated")
+    report = fuzz.run(target, 1, limit_s=0.05)
+    assert [f[:4] for f in report.findings] == ["hang"], report.findings
+
+
+def test_validate_csv_size_past_int64_names_the_row(tmp_path):
+    """Found by the long validate_csv run: 85818446744073709551616 bytes was an OverflowError."""
+    from harness.experiments import validate_collectives
+
+    path = tmp_path / "rows.csv"
+    path.write_text("name,op,bytes,gpus,algo\nbig,all_reduce,85818446744073709551616,2,ring\n")
+    with pytest.raises(ConfigError, match=r"rows\.csv line 2 \(name big\): bytes '85818446744073709551616' is not "
+                                          r"allowed; allowed: a whole number from 1 to 9223372036854775807"):
+        validate_collectives.load_input(str(path))
+
+
 def test_concurrent_row_with_an_extra_field_names_the_row(tmp_path):
     from harness.experiments import validate_concurrent
 

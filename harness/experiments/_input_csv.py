@@ -16,6 +16,7 @@ from harness import REPO_ROOT
 from harness.errors import ConfigError
 
 KEY = "validate.input"
+INT64_MAX = 2**63 - 1
 
 
 def resolve(value, default: Path) -> Path:
@@ -67,19 +68,33 @@ def where(path: Path, df: pd.DataFrame, i: int) -> str:
     return f"{path} line {i + 2}{label}"
 
 
+def _numbers(raws: list) -> list:
+    """Each cell as pd.to_numeric(..., errors="coerce") gives it alone: a number, or NaN. One
+    conversion for the column (a Series per cell cost ~1 ms a row, most of reading a file); a
+    cell past 2**53, which a column of floats would round, is converted alone."""
+    if all(isinstance(r, int) and not isinstance(r, bool) for r in raws):
+        return raws
+    numbers = pd.to_numeric(pd.Series(raws, dtype=object), errors="coerce").tolist()
+    return [pd.to_numeric(pd.Series([r], dtype=object), errors="coerce").iloc[0]
+            if isinstance(n, float) and abs(n) >= 2**53 else n for r, n in zip(raws, numbers)]
+
+
 def integers(path: Path, df: pd.DataFrame, column: str, minimum: int, optional: bool = False) -> None:
     """Turn `column` into whole numbers >= minimum in place, or refuse the first row that is not
     (blank cells are allowed only when optional)."""
     values = []
-    for i, raw in enumerate(df[column].tolist()):
+    raws = df[column].tolist()
+    numbers = _numbers(raws)
+    for i, (raw, number) in enumerate(zip(raws, numbers)):
         if optional and pd.isna(raw):
             values.append(pd.NA)
             continue
-        number = pd.to_numeric(pd.Series([raw]), errors="coerce").iloc[0]
-        if pd.isna(number) or not math.isfinite(number) or number != int(number) or int(number) < minimum:
+        if (pd.isna(number) or not math.isfinite(number) or number != int(number) or int(number) < minimum
+                or int(number) > INT64_MAX):  # the column is int64
             shown = "" if pd.isna(raw) else raw
             raise ConfigError(KEY, f"{where(path, df, i)}: {column} '{shown}' is not allowed; allowed: a whole "
-                              f"number >= {minimum}{' or blank' if optional else ''} (no units: 64MiB is 67108864)")
+                              f"number from {minimum} to {INT64_MAX}{' or blank' if optional else ''} "
+                              f"(no units: 64MiB is 67108864)")
         values.append(int(number))
     df[column] = pd.array(values, dtype="Int64") if optional else pd.array(values, dtype="int64")
 

@@ -237,6 +237,7 @@ VcDepth VcDepth::from_params(const Params& p) {
 PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
                               const VcDepth& depth, std::uint32_t flit_bytes,
                               std::vector<OutputChannel>& out, std::vector<InputBuffer>& in) {
+  if (flit_bytes == 0) throw ConfigError("net.flit_bytes", "must be >= 1");  // flits_for divides by it
   const auto& info = sim.node(node);
   std::vector<std::uint32_t> weights;
   out.resize(info.out.size());

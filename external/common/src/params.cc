@@ -79,7 +79,7 @@ std::string Params::get_enum(const std::string& key, const std::vector<std::stri
     if (a == s) return s;
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  throw ConfigError(key, "'" + s + "' is not one of: " + list);
+  throw ConfigError(key, quote(s) + " is not one of: " + list);
 }
 
 std::vector<double> Params::get_double_list(const std::string& key) const {
@@ -92,6 +92,16 @@ std::vector<double> Params::get_double_list(const std::string& key) const {
     else throw ConfigError(key, "list items must be numbers");
   }
   return out;
+}
+
+TimePs Params::get_time_ps(const std::string& key_ns, TimePs min_ps) const {
+  const double ns = get_double(key_ns);
+  if (!(ns >= 0 && ns <= kMaxTimeNs) || ns_to_ps(ns) < min_ps) {
+    std::ostringstream os;
+    os << "must be a time in ns from " << static_cast<double>(min_ps) / 1000.0 << " to " << kMaxTimeNs << ", got " << ns;
+    throw ConfigError(key_ns, os.str());
+  }
+  return ns_to_ps(ns);
 }
 
 void Params::set_int(const std::string& key, std::int64_t v) { values_[key].set_i(v); }

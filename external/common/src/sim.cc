@@ -22,6 +22,10 @@ void Sim::configure(const proto::Configure& cfg) {
     info.id = n.id();
     info.kind = n.kind();
     info.name = n.name();
+    // Node names go into every message and statistic about the node: printable text only.
+    if (info.name.empty() || escaped(info.name) != info.name || info.name.find(' ') != std::string::npos)
+      throw ConfigError("topology.nodes", "node " + std::to_string(n.id()) + " has the name " + quote(info.name) +
+                                              "; allowed: printable characters without spaces");
     info.out.assign(n.num_ports(), PortLink{});
     if (n.kind() == proto::NODE_GPU) ++num_gpus_;
   }
@@ -30,7 +34,16 @@ void Sim::configure(const proto::Configure& cfg) {
       throw ConfigError("topology.links", "link refers to an unknown node");
     auto& ports = nodes_[l.src_node()].out;
     if (l.src_port() >= ports.size()) throw ConfigError("topology.links", "link port out of range on " + nodes_[l.src_node()].name);
-    if (!(l.bw_gbps() > 0)) throw ConfigError("topology.links", "bandwidth must be > 0 on " + nodes_[l.src_node()].name);
+    // Bounded so that one packet's serialization (and the busy-time bins it fills) stays finite.
+    if (!(l.bw_gbps() >= kMinLinkGbps && l.bw_gbps() <= kMaxLinkGbps)) {
+      std::ostringstream os;
+      os << "bandwidth must be " << kMinLinkGbps << " to " << kMaxLinkGbps << " GB/s on " << nodes_[l.src_node()].name
+         << ", got " << l.bw_gbps();
+      throw ConfigError("topology.links", os.str());
+    }
+    if (l.latency_ps() > kMaxLinkLatencyPs)
+      throw ConfigError("topology.links", "latency must be <= " + std::to_string(kMaxLinkLatencyPs) + " ps on " +
+                                              nodes_[l.src_node()].name + ", got " + std::to_string(l.latency_ps()));
     PortLink& pl = ports[l.src_port()];
     pl.connected = true;
     pl.peer_node = l.dst_node();
@@ -39,11 +52,32 @@ void Sim::configure(const proto::Configure& cfg) {
     pl.latency_ps = l.latency_ps();
     pl.lanes = l.lanes();
   }
+  // Every link has its reverse (credits and responses travel back on it): a packet arriving on a
+  // port indexes that port's buffers, so a dst_port past the node's ports wrote out of bounds.
+  for (const auto& n : nodes_)
+    for (std::uint32_t port = 0; port < n.out.size(); ++port) {
+      const PortLink& l = n.out[port];
+      if (!l.connected) continue;
+      const auto& back = nodes_[l.peer_node].out;
+      if (l.peer_port >= back.size() || !back[l.peer_port].connected || back[l.peer_port].peer_node != n.id ||
+          back[l.peer_port].peer_port != port)
+        throw ConfigError("topology.links", "the link from " + n.name + " port " + std::to_string(port) + " to " +
+                                                nodes_[l.peer_node].name + " port " + std::to_string(l.peer_port) +
+                                                " has no link back on that port");
+    }
   node_engine_.assign(cfg.node_engine().begin(), cfg.node_engine().end());
   if (node_engine_.size() != nodes_.size()) throw ConfigError("node_engine", "must name an engine for every node");
   num_engines_ = 0;
   for (auto e : node_engine_) num_engines_ = std::max(num_engines_, e + 1);
   hosted_.assign(cfg.hosted_nodes().begin(), cfg.hosted_nodes().end());
+  std::vector<bool> seen(nodes_.size(), false);
+  for (const auto id : hosted_) {
+    if (id >= nodes_.size())
+      throw ConfigError("hosted_nodes", "node " + std::to_string(id) + " is not in the topology (it has " +
+                                            std::to_string(nodes_.size()) + " nodes)");
+    if (seen[id]) throw ConfigError("hosted_nodes", "node " + std::to_string(id) + " is listed twice");
+    seen[id] = true;
+  }
   local_nodes_.assign(nodes_.size(), nullptr);
   outbox_.assign(num_engines_, proto::PacketBatch{});
   for (std::uint32_t e = 0; e < num_engines_; ++e) {

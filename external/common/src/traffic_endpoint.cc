@@ -34,7 +34,7 @@ class TrafficEndpoint : public NodeComponent {
     if (read_fraction_ < 0 || read_fraction_ > 1) throw ConfigError("traffic.read_fraction", "must be in [0, 1]");
     max_outstanding_ = p.get_uint("traffic.max_outstanding");
     if (max_outstanding_ == 0) throw ConfigError("traffic.max_outstanding", "must be >= 1");
-    issue_gap_ps_ = ns_to_ps(p.get_double("traffic.issue_gap_ns"));
+    issue_gap_ps_ = p.get_time_ps("traffic.issue_gap_ns");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
@@ -42,6 +42,9 @@ class TrafficEndpoint : public NodeComponent {
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
     rng_ = sim.make_rng("traffic." + name());
     planes_ = init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);
+    if (planes_.empty() && requests_ > 0 && sim.num_gpus() > 1)  // every request leaves by a port
+      throw ConfigError("topology", name() + " has no connected NVLink port but traffic.requests_per_gpu is " +
+                                        std::to_string(requests_));
     queues_.resize(out_.size());
     sim.stats().counter(name() + ".requests_completed", "requests", &completed_);
     sim.stats().counter(name() + ".read_bytes", "B", &read_bytes_);

@@ -1,5 +1,6 @@
 #include "cais/fuzz/targets.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,18 +69,31 @@ std::string join_messages(const std::vector<std::vector<std::string>>& messages)
 
 namespace {
 
-// What the C++ standard library says when code indexes past an end or parses a bad number:
-// a user must never see it, because it names no key, field or row.
+}  // namespace
+
 bool is_library_message(const std::string& m) {
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (const char* s : {"_M_", "vector::", "basic_string", "map::at", "stoi", "stol", "stoul", "stod",
-                        "bad_alloc", "bad_array_new_length", "bad_optional", "bad_variant", "bad_function_call"})
-    if (m.find(s) != std::string::npos) return true;
+                        "bad_alloc", "bad_array_new_length", "bad_optional", "bad_variant", "bad_function_call"}) {
+    const std::string w = s;
+    for (auto at = m.find(w); at != std::string::npos; at = m.find(w, at + 1)) {
+      const bool starts = at == 0 || !word_char(m[at - 1]) || w.front() == '_';
+      const bool ends = at + w.size() == m.size() || !word_char(m[at + w.size()]) || w.back() == ':' || w.back() == '_';
+      if (starts && ends) return true;  // whole words: a key like "topstology" is not "stol"
+    }
+  }
   return false;
 }
+
+namespace {
 
 void check_message(const std::string& where, const std::string& m) {
   if (m.empty()) finding(where + ": a rejection with an empty message");
   if (m.find('\n') != std::string::npos) finding(where + ": a rejection of several lines: " + m);
+  // A raw control character (a name quoted without escapes) breaks or garbles the user's line.
+  for (const char c : m)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      finding(where + ": a control character in a rejection: " + quote(m));
   if (is_library_message(m)) finding(where + ": a library error reached the user: " + m);
 }
 

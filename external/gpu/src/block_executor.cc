@@ -235,7 +235,7 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
   const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED || mc_push;
   const auto peer = unicast_remote ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
   if (unicast_remote && peer >= ctx_.wl.proto().num_gpus())
-    throw InvariantError(ctx_.name() + ": kernel '" + L.dk->k->name() + "' pc " + std::to_string(tb.pc) + " peer " +
+    throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " peer " +
                          std::to_string(peer) + " out of range");
   if (multimem || (unicast_remote && peer != ctx_.rank)) {
     ctx_.remote->issue(tbi, ins, is_dma(ins.op()) ? ctx_.cfg.num_sms : tb.sm);

@@ -15,7 +15,7 @@ FunctionalMemory::FunctionalMemory(const Workload& wl, bool enabled, std::string
 }
 
 void FunctionalMemory::out_of_range(std::uint32_t buffer, const char* what) const {
-  throw InvariantError(owner_ + ": " + what + " past the end of buffer '" + wl_.buffers()[buffer].b->name() + "'");
+  throw InvariantError(owner_ + ": " + what + " past the end of buffer " + quote(wl_.buffers()[buffer].b->name()));
 }
 
 std::uint32_t FunctionalMemory::buffer_of(std::uint64_t heap_off) const {

@@ -23,12 +23,12 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.smem_per_sm = static_cast<std::uint64_t>(p.get_positive("gpu.smem_per_sm_kb") * 1024.0);
   c.l2_bytes = static_cast<std::uint64_t>(p.get_positive("gpu.l2_size_mb") * 1024.0 * 1024.0);
   c.l2_bytes_per_ps = p.get_positive("gpu.l2_bw_gbps") / 1000.0;
-  c.l2_latency_ps = ns_to_ps(p.get_double("gpu.l2_latency_ns"));
+  c.l2_latency_ps = p.get_time_ps("gpu.l2_latency_ns");
   c.sm_port_bytes_per_ps = p.get_positive("gpu.sm_l2_bytes_per_cycle") * c.clock_ghz / 1000.0;
   const double hbm_eff = p.get_positive("gpu.hbm_efficiency");
   if (hbm_eff > 1) throw ConfigError("gpu.hbm_efficiency", "must be in (0, 1]");
   c.hbm_bytes_per_ps = p.get_positive("gpu.hbm_bw_gbps") * hbm_eff / 1000.0;
-  c.hbm_latency_ps = ns_to_ps(p.get_double("gpu.hbm_latency_ns"));
+  c.hbm_latency_ps = p.get_time_ps("gpu.hbm_latency_ns");
   c.max_outstanding_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_outstanding_per_sm"));
   c.dma_max_outstanding = static_cast<std::uint32_t>(p.get_uint("gpu.dma_max_outstanding"));
   if (c.max_outstanding_per_sm == 0) throw ConfigError("gpu.max_outstanding_per_sm", "must be >= 1");
@@ -55,8 +55,8 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.clock_spread_frac = p.get_double("gpu.clock_spread_frac");
   if (c.clock_spread_frac < 0 || c.clock_spread_frac > 0.2)
     throw ConfigError("gpu.clock_spread_frac", "must be in [0, 0.2]");
-  c.tb_overhead_ps = ns_to_ps(p.get_double("gpu.tb_overhead_ns"));
-  c.kernel_launch_ps = ns_to_ps(p.get_double("gpu.kernel_launch_ns"));
+  c.tb_overhead_ps = p.get_time_ps("gpu.tb_overhead_ns");
+  c.kernel_launch_ps = p.get_time_ps("gpu.kernel_launch_ns");
   c.max_clusters_4 = static_cast<std::uint32_t>(p.get_uint("gpu.max_clusters_4"));
   // The cap is the merge unit's protocol as much as the GPU's: the switches ack red.cais only
   // when it is on (feature_cais_merge.h), so both ends read the same key.

@@ -133,7 +133,7 @@ std::string HopperGpu::blocked_reason() const {
      << sched_.dep_waiting() << " on dependencies";
   for (const auto& L : sched_.launches())
     if (L.mine && !L.done) {
-      os << "; first unfinished launch " << L.index << " '" << L.dk->k->name() << "' (" << L.done_blocks << "/" << L.total
+      os << "; first unfinished launch " << L.index << " " << quote(L.dk->k->name()) << " (" << L.done_blocks << "/" << L.total
          << " blocks done, " << (L.released ? "released" : "waiting for predecessors") << ")";
       break;
     }

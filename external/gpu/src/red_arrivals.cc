@@ -15,7 +15,7 @@ RedArrivals::RedArrivals(GpuContext& ctx) : ctx_(ctx) {
     const isa::Buffer& b = *d.b;
     const std::uint64_t R = b.arrival_region_bytes();
     if (R == 0) continue;
-    const std::string where = "buffer '" + b.name() + "': arrival counter";
+    const std::string where = "buffer " + quote(b.name()) + ": arrival counter";
     if (R % line != 0)
       throw ConfigError("workload", where + " region of " + std::to_string(R) +
                                         " B must be a multiple of gpu.max_packet_bytes (" + std::to_string(line) +
@@ -25,7 +25,7 @@ RedArrivals::RedArrivals(GpuContext& ctx) : ctx_(ctx) {
     if (f >= bufs.size()) throw ConfigError("workload", where + " flag buffer index " + std::to_string(f) + " out of range");
     const isa::Buffer& fb = *bufs[f].b;
     if (&fb == &b || fb.multicast())
-      throw ConfigError("workload", where + " flag buffer '" + fb.name() + "' must be another, unicast buffer");
+      throw ConfigError("workload", where + " flag buffer " + quote(fb.name()) + " must be another, unicast buffer");
     const std::uint64_t regions = (b.bytes() + R - 1) / R;
     if (fb.bytes() < 8 * regions)
       throw ConfigError("workload", where + " needs " + std::to_string(regions) + " flags of 8 B, flag buffer '" +

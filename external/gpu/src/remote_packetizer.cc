@@ -379,7 +379,7 @@ void RemotePacketizer::packet_done(std::uint32_t oi) {
 void RemotePacketizer::bind_register(RemoteOp& op, const Tb& tb) {
   const std::uint64_t off = op.addr & kOffsetMask;
   if (off % 32 || op.row_bytes % 32 || (op.rows > 1 && op.row_stride % 32)) {
-    throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+    throw InvariantError(ctx_.name() + ": kernel " + quote(ctx_.sched->launch(tb.launch).dk->k->name()) + " pc " +
                          std::to_string(op.pc) + ": a remote register tile needs 32 B aligned rows (address, " +
                          "row_bytes and stride multiples of 32): its packets carry whole 32 B sectors");
   }
@@ -402,7 +402,7 @@ void RemotePacketizer::packet_elements(const RemoteOp& op, const Packet& p, std:
       const std::uint64_t rel = a - op.addr, row = rel / op.row_stride, col = rel % op.row_stride;
       if (a < op.addr || row >= op.rows || col >= op.row_bytes) {
         const Tb& tb = ctx_.sched->tb(op.tb);
-        throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+        throw InvariantError(ctx_.name() + ": kernel " + quote(ctx_.sched->launch(tb.launch).dk->k->name()) + " pc " +
                              std::to_string(op.pc) + ": a packet of a register tile would carry bytes outside the " +
                              "tile (rows with gaps between them within one " +
                              std::to_string(ctx_.cfg.max_packet_bytes) + " B packet line)");

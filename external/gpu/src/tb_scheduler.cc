@@ -13,7 +13,7 @@ namespace cais::gpu {
 std::vector<std::uint32_t> interleaved_rows(std::uint32_t gx, std::uint32_t gy, std::uint32_t groups,
                                            const std::string& kernel) {
   if (gy % groups != 0)
-    throw ConfigError("workload", "kernel '" + kernel + "': row_interleave " + std::to_string(groups) +
+    throw ConfigError("workload", "kernel " + quote(kernel) + ": row_interleave " + std::to_string(groups) +
                                       " does not divide its " + std::to_string(gy) + " rows of blocks");
   const std::uint32_t per = gy / groups;
   std::vector<std::uint32_t> order;
@@ -46,7 +46,7 @@ void TbScheduler::setup() {
     const auto& k = *L.dk->k;
     for (const auto& d : L.la->deps())
       if (!launches_[d.producer()].mine)
-        throw ConfigError("workload", "launch " + std::to_string(i) + " of '" + k.name() + "' depends on launch " +
+        throw ConfigError("workload", "launch " + std::to_string(i) + " of " + quote(k.name()) + " depends on launch " +
                                           std::to_string(d.producer()) + " of '" +
                                           ctx_.wl.kernels()[wl.launches(d.producer()).kernel()].k->name() +
                                           "', which does not run on GPU " + std::to_string(ctx_.rank) +
@@ -54,7 +54,7 @@ void TbScheduler::setup() {
     L.sm_count = L.la->sm_count() ? L.la->sm_count() : cfg.num_sms;
     L.sm_first = L.la->sm_count() ? L.la->sm_first() : 0;
     if (L.sm_first + L.sm_count > cfg.num_sms)
-      throw ConfigError("workload", "launch " + std::to_string(i) + " of '" + k.name() + "': SM partition [" +
+      throw ConfigError("workload", "launch " + std::to_string(i) + " of " + quote(k.name()) + ": SM partition [" +
                                         std::to_string(L.sm_first) + ", +" + std::to_string(L.sm_count) +
                                         ") exceeds gpu.num_sms=" + std::to_string(cfg.num_sms));
     std::uint64_t bps = cfg.max_blocks_per_sm;
@@ -62,11 +62,11 @@ void TbScheduler::setup() {
     if (k.regs_per_thread()) bps = std::min<std::uint64_t>(bps, cfg.regs_per_sm / (k.regs_per_thread() * k.threads_per_block()));
     if (k.smem_bytes()) bps = std::min<std::uint64_t>(bps, cfg.smem_per_sm / k.smem_bytes());
     if (bps == 0)
-      throw ConfigError("workload", "kernel '" + k.name() + "' does not fit on an SM (threads " +
+      throw ConfigError("workload", "kernel " + quote(k.name()) + " does not fit on an SM (threads " +
                                         std::to_string(k.threads_per_block()) + ", regs/thread " +
                                         std::to_string(k.regs_per_thread()) + ", smem " + std::to_string(k.smem_bytes()) + " B)");
     if (L.dk->uses_remote && !ctx_.has_ports && wl.num_gpus() > 1)
-      throw ConfigError("topology", ctx_.name() + " has no NVLink port but kernel '" + k.name() + "' accesses peers");
+      throw ConfigError("topology", ctx_.name() + " has no NVLink port but kernel " + quote(k.name()) + " accesses peers");
     L.blocks_per_sm = static_cast<std::uint32_t>(bps);
     L.total = L.dk->num_blocks;
     L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
@@ -77,7 +77,7 @@ void TbScheduler::setup() {
       L.cluster_ctas = k.cluster_ctas();
       L.cluster_slots = cfg.max_clusters_4 ? k.cluster_ctas() / 4 : 0;
       if (L.cluster_slots > cfg.max_clusters_4)
-        throw ConfigError("gpu.max_clusters_4", "kernel '" + k.name() + "' needs clusters of " +
+        throw ConfigError("gpu.max_clusters_4", "kernel " + quote(k.name()) + " needs clusters of " +
                                                     std::to_string(k.cluster_ctas()) + " CTAs, more than " +
                                                     std::to_string(cfg.max_clusters_4) + " 4-CTA cluster slots hold");
       for (std::uint32_t c = 0; c < L.ctas; c += L.cluster_ctas) L.cluster_left.push_back(std::min(L.cluster_ctas, L.ctas - c));

@@ -13,7 +13,7 @@ std::array<TileRegister, kMaxRegisters>& TileRegisters::slot(std::uint32_t tbi) 
 
 void TileRegisters::fail(std::uint32_t tbi, std::uint32_t pc, const std::string& what) const {
   const Tb& tb = ctx_.sched->tb(tbi);
-  throw InvariantError(ctx_.name() + ": kernel '" + ctx_.sched->launch(tb.launch).dk->k->name() + "' pc " +
+  throw InvariantError(ctx_.name() + ": kernel " + quote(ctx_.sched->launch(tb.launch).dk->k->name()) + " pc " +
                        std::to_string(pc) + ": " + what);
 }
 

@@ -60,7 +60,7 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
   if (!w->wl_.ParseFromString(bytes)) throw ConfigError("workload", "not a serialized cais.isa.Workload");
   const auto& wl = w->wl_;
   if (wl.launches_size() > 0 && wl.num_gpus() > num_gpus)
-    throw ConfigError("workload", "workload '" + wl.name() + "' needs " + std::to_string(wl.num_gpus()) +
+    throw ConfigError("workload", "workload " + quote(wl.name()) + " needs " + std::to_string(wl.num_gpus()) +
                                       " GPUs, the system has " + std::to_string(num_gpus));
   std::uint64_t off = 0;
   for (const auto& b : wl.buffers()) {
@@ -77,10 +77,10 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
     const auto& k = wl.kernels(ki);
     DecodedKernel dk;
     dk.k = &k;
-    auto where = [&](int i) { return "kernel '" + k.name() + "' instruction " + std::to_string(i); };
-    if (k.grid_x() == 0 || k.grid_y() == 0) throw ConfigError("workload", "kernel '" + k.name() + "' has an empty grid");
+    auto where = [&](int i) { return "kernel " + quote(k.name()) + " instruction " + std::to_string(i); };
+    if (k.grid_x() == 0 || k.grid_y() == 0) throw ConfigError("workload", "kernel " + quote(k.name()) + " has an empty grid");
     dk.num_blocks = k.grid_x() * k.grid_y();
-    if (k.threads_per_block() == 0) throw ConfigError("workload", "kernel '" + k.name() + "' has 0 threads per block");
+    if (k.threads_per_block() == 0) throw ConfigError("workload", "kernel " + quote(k.name()) + " has 0 threads per block");
     dk.match.assign(k.program_size(), 0);
     std::vector<std::uint32_t> stack;
     for (int i = 0; i < k.program_size(); ++i) {
@@ -125,8 +125,8 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
         stack.pop_back();
       }
     }
-    if (!stack.empty()) throw ConfigError("workload", "kernel '" + k.name() + "': loop not closed");
-    if (dk.max_loop_depth > 8) throw ConfigError("workload", "kernel '" + k.name() + "': loops nest deeper than 8");
+    if (!stack.empty()) throw ConfigError("workload", "kernel " + quote(k.name()) + ": loop not closed");
+    if (dk.max_loop_depth > 8) throw ConfigError("workload", "kernel " + quote(k.name()) + ": loops nest deeper than 8");
     w->kernels_.push_back(std::move(dk));
   }
   for (int li = 0; li < wl.launches_size(); ++li) {

@@ -134,7 +134,7 @@ std::vector<std::string> split_list(const std::string& v) {
 
 BooksimConfig BooksimConfig::from_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw ConfigError("net.booksim_config", "cannot read '" + path + "'");
+  if (!in) throw ConfigError("net.booksim_config", "cannot read " + quote(path));
   std::stringstream ss;
   ss << in.rdbuf();
   return from_string(ss.str(), path);
@@ -166,7 +166,7 @@ BooksimConfig BooksimConfig::from_string(const std::string& text, const std::str
         if (s.empty()) continue;
         const auto eq = s.find('=');
         const std::string where = origin + ":" + std::to_string(stmt_line);
-        if (eq == std::string::npos) throw ConfigError("", where + ": expected 'key = value;', got '" + s + "'");
+        if (eq == std::string::npos) throw ConfigError("", where + ": expected 'key = value;', got " + quote(s));
         c.assign(trim(s.substr(0, eq)), trim(s.substr(eq + 1)), where);
       } else {
         if (trim(stmt).empty() && ch != ' ' && ch != '\t') stmt_line = line_no;
@@ -175,13 +175,13 @@ BooksimConfig BooksimConfig::from_string(const std::string& text, const std::str
     }
     stmt += ' ';
   }
-  if (!trim(stmt).empty()) throw ConfigError("", origin + ":" + std::to_string(stmt_line) + ": missing ';' after '" + trim(stmt) + "'");
+  if (!trim(stmt).empty()) throw ConfigError("", origin + ":" + std::to_string(stmt_line) + ": missing ';' after " + quote(trim(stmt)));
   return c;
 }
 
 void BooksimConfig::set_override(const std::string& assignment) {
   const auto eq = assignment.find('=');
-  if (eq == std::string::npos) throw ConfigError("", "override '" + assignment + "' is not key=value");
+  if (eq == std::string::npos) throw ConfigError("", "override " + quote(assignment) + " is not key=value");
   assign(trim(assignment.substr(0, eq)), trim(assignment.substr(eq + 1)), "command line");
 }
 
@@ -194,7 +194,7 @@ void BooksimConfig::assign(const std::string& key, const std::string& value, con
   std::string v = value;
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
   auto items = split_list(v);
-  if (items.size() == 1 && items[0] == "\x01") throw ConfigError(key, where + ": unbalanced '{' in '" + value + "'");
+  if (items.size() == 1 && items[0] == "\x01") throw ConfigError(key, where + ": unbalanced '{' in " + quote(value));
   values_[key] = {v, items};
   set_[key] = true;
 }
@@ -207,7 +207,7 @@ long BooksimConfig::get_int(const std::string& key) const {
     if (pos == s.size()) return v;
   } catch (const std::exception&) {
   }
-  throw ConfigError(key, "expected an integer, got '" + s + "'");
+  throw ConfigError(key, "expected an integer, got " + quote(s));
 }
 
 double BooksimConfig::get_double(const std::string& key) const {
@@ -218,7 +218,7 @@ double BooksimConfig::get_double(const std::string& key) const {
     if (pos == s.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw ConfigError(key, "expected a number, got '" + s + "'");
+  throw ConfigError(key, "expected a number, got " + quote(s));
 }
 
 std::string BooksimConfig::get_string(const std::string& key) const { return values_.at(key).text; }
@@ -231,7 +231,7 @@ std::vector<long> BooksimConfig::get_int_list(const std::string& key) const {
       out.push_back(std::stol(item, &pos));
       if (pos != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw ConfigError(key, "expected a list of integers, got '" + values_.at(key).text + "'");
+      throw ConfigError(key, "expected a list of integers, got " + quote(values_.at(key).text));
     }
   }
   return out;
@@ -249,8 +249,11 @@ void require(const BooksimConfig& c, const std::string& key, const std::vector<s
     if (v == a) return;
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  throw ConfigError(key, "'" + v + "' is not supported (supported: " + list + ")");
+  throw ConfigError(key, quote(v) + " is not supported (supported: " + list + ")");
 }
+
+constexpr long kMaxTerminals = 1024;
+constexpr long kMaxVcs = 64;
 
 long positive(const BooksimConfig& c, const std::string& key) {
   const long v = c.get_int(key);
@@ -304,7 +307,7 @@ std::vector<long> int_items(const std::string& key, const std::string& text) {
     } catch (const std::exception&) {
       pos = 0;
     }
-    if (pos == 0 || pos != item.size()) throw ConfigError(key, "expected a list of integers, got '" + text + "'");
+    if (pos == 0 || pos != item.size()) throw ConfigError(key, "expected a list of integers, got " + quote(text));
     out.push_back(v);
   }
   return out;
@@ -317,22 +320,22 @@ BooksimTraffic BooksimConfig::traffic() const {
   const auto open = t.find('(');
   r.pattern = trim(t.substr(0, open));
   if (open != std::string::npos) {
-    if (t.back() != ')') throw ConfigError("traffic", "missing ')' in '" + t + "'");
+    if (t.back() != ')') throw ConfigError("traffic", "missing ')' in " + quote(t));
     std::string params = trim(t.substr(open + 1, t.size() - open - 2));
     // BookSim's parameter list is itself a {...} list: hotspot({{0,1}}), hotspot({{0,1},{2,1}}).
     if (!params.empty() && params.front() == '{' && params.back() == '}') params = params.substr(1, params.size() - 2);
     const auto items = split_top(params);
     if (r.pattern != "hotspot" || items.empty() || items.size() > 2)
-      throw ConfigError("traffic", "'" + t + "': parameters are supported only as hotspot({{nodes}}) or "
+      throw ConfigError("traffic", quote(t) + ": parameters are supported only as hotspot({{nodes}}) or "
                                    "hotspot({{nodes},{rates}})");
     r.hotspots = int_items("traffic", items[0]);
     if (items.size() == 2) {
       const auto rates = int_items("traffic", items[1]);
       for (long rate : rates)
         if (rate != rates.front())
-          throw ConfigError("traffic", "'" + t + "': unequal hotspot rates are not supported (equal rates only)");
+          throw ConfigError("traffic", quote(t) + ": unequal hotspot rates are not supported (equal rates only)");
     }
-    if (r.hotspots.empty()) throw ConfigError("traffic", "'" + t + "': hotspot needs at least one node");
+    if (r.hotspots.empty()) throw ConfigError("traffic", quote(t) + ": hotspot needs at least one node");
   } else {
     r.hotspots = get_int_list("hotspot_nodes");
   }
@@ -351,7 +354,7 @@ proto::Configure BooksimConfig::to_configure() const {
     if (!ok) {
       std::string list;
       for (const auto& a : kv.second) list += (list.empty() ? "" : ", ") + (a.empty() ? std::string("\"\"") : a);
-      throw ConfigError(kv.first, "'" + v + "' is not modelled (supported: " + list + ")");
+      throw ConfigError(kv.first, quote(v) + " is not modelled (supported: " + list + ")");
     }
   }
   for (const char* key : {"latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"})
@@ -362,14 +365,17 @@ proto::Configure BooksimConfig::to_configure() const {
   require(*this, "routing_function", {"dest_tag"});
   const BooksimTraffic traffic_spec = traffic();
   if (traffic_spec.pattern != "uniform" && traffic_spec.pattern != "randperm" && traffic_spec.pattern != "hotspot")
-    throw ConfigError("traffic", "'" + traffic_spec.pattern + "' is not supported (supported: uniform, randperm, hotspot)");
+    throw ConfigError("traffic", quote(traffic_spec.pattern) + " is not supported (supported: uniform, randperm, hotspot)");
   require(*this, "injection_process", {"bernoulli"});
   require(*this, "vc_allocator", {"separable_input_first"});
   require(*this, "sw_allocator", {"separable_input_first"});
   require(*this, "sim_type", {"latency"});
+  // Bounded: every terminal and VC is a node or buffer built up front (k = 66666668 hung the reader).
   const long k = positive(*this, "k");
+  if (k > kMaxTerminals) throw ConfigError("k", "must be <= " + std::to_string(kMaxTerminals) + ", got " + std::to_string(k));
   const long flits = positive(*this, "packet_size");
   const long vcs = positive(*this, "num_vcs");
+  if (vcs > kMaxVcs) throw ConfigError("num_vcs", "must be <= " + std::to_string(kMaxVcs) + ", got " + std::to_string(vcs));
   const long depth = positive(*this, "vc_buf_size");
   if (flits > depth) throw ConfigError("packet_size", "larger than vc_buf_size (virtual cut-through needs room for a packet)");
   const long uses_flits = get_int("injection_rate_uses_flits");

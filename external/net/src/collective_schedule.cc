@@ -29,13 +29,13 @@ CollOp parse_coll_op(const std::string& s) {
   if (s == "all_reduce") return CollOp::kAllReduce;
   if (s == "all_gather") return CollOp::kAllGather;
   if (s == "reduce_scatter") return CollOp::kReduceScatter;
-  throw ConfigError("collective.op", "'" + s + "' is not one of: all_reduce, all_gather, reduce_scatter");
+  throw ConfigError("collective.op", quote(s) + " is not one of: all_reduce, all_gather, reduce_scatter");
 }
 
 CollAlgo parse_coll_algo(const std::string& s) {
   if (s == "ring") return CollAlgo::kRing;
   if (s == "nvls") return CollAlgo::kNvls;
-  throw ConfigError("collective.algo", "'" + s + "' is not one of: ring, nvls");
+  throw ConfigError("collective.algo", quote(s) + " is not one of: ring, nvls");
 }
 
 RingSchedule build_ring_schedule(const RingParams& p, std::uint32_t rank) {

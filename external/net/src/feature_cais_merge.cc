@@ -20,12 +20,12 @@ CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
   c.table_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.table_entries"));
   if (c.table_entries == 0) throw ConfigError("net.cais_merge.table_entries", "must be >= 1");
   if (c.table_bytes == 0) throw ConfigError("net.cais_merge.table_bytes", "must be >= 1");
-  c.timeout_ps = ns_to_ps(p.get_positive("net.cais_merge.timeout_ns"));
+  c.timeout_ps = p.get_time_ps("net.cais_merge.timeout_ns", 1);
   c.lookup_delay_ps = feature_delay_ps(p, "net.cais_merge.lookup_delay_ns");
   c.throttle = p.get_bool("net.cais_merge.throttle");
   c.throttle_ahead_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_ahead_entries"));
   c.throttle_resume_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.throttle_resume_entries"));
-  c.throttle_hold_ps = ns_to_ps(p.get_positive("net.cais_merge.throttle_hold_ns"));
+  c.throttle_hold_ps = p.get_time_ps("net.cais_merge.throttle_hold_ns", 1);
   if (c.throttle && c.throttle_resume_entries >= c.throttle_ahead_entries)
     throw ConfigError("net.cais_merge.throttle_resume_entries", "must be < throttle_ahead_entries");
   c.red_acks = p.get_bool("net.cais_merge.outstanding_cap");

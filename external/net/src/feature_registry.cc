@@ -17,7 +17,7 @@ std::unique_ptr<SwitchFeature> FeatureRegistry::make(const std::string& name, co
   if (it == factories_.end()) {
     std::string list;
     for (const auto& kv : factories_) list += (list.empty() ? "" : ", ") + kv.first;
-    throw ConfigError("net.features", "unknown switch feature '" + name + "' (known: " + list + ")");
+    throw ConfigError("net.features", "unknown switch feature " + quote(name) + " (known: " + list + ")");
   }
   return it->second(a);
 }

@@ -102,6 +102,8 @@ class NcclCollectiveModel : public NodeComponent {
     egress_bound_ = p.get_uint("collective.egress_bound_bytes");
     const double overhead_ns = p.get_double("collective.kernel_overhead_ns");
     if (overhead_ns < 0) throw ConfigError("collective.kernel_overhead_ns", "must be >= 0");
+    if (!(overhead_ns <= Params::kMaxTimeNs)) throw ConfigError("collective.kernel_overhead_ns", "must be <= 1e12");
+    p.get_time_ps("collective.start_ns");  // checked: >= 0 and not huge
     start_ps_ = ns_to_ps(p.get_double("collective.start_ns") + (algo_ == CollAlgo::kRing ? overhead_ns : 0.0));
     init_prim_rates(p);
     jitter_cv_ = p.get_double("collective.cta_jitter_cv");

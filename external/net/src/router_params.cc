@@ -39,7 +39,7 @@ RouterParams RouterParams::from(const Params& p) {
   r.sw_alloc_ps = delay_ps(p, "net.sw_alloc_delay_ns");
   r.xbar_ps = delay_ps(p, "net.xbar_delay_ns");
   r.credit_ps = delay_ps(p, "net.credit_delay_ns");
-  r.stats_bin_ps = ns_to_ps(p.get_positive("net.stats_bin_ns"));
+  r.stats_bin_ps = p.get_time_ps("net.stats_bin_ns", 1000);  // every packet fills its bins one by one
   r.sw_alloc_patience = static_cast<std::uint32_t>(p.get_uint("net.sw_alloc_patience"));
   r.output_aware_inputs = p.has("net.sw_input_select") &&
                           p.get_enum("net.sw_input_select", {"first_ready", "output_aware"}) == "output_aware";

@@ -39,7 +39,7 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   const VcDepth vc_depth = VcDepth::from_params(p);
   const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
   if (packet_flits_ > depth) throw ConfigError("synthetic.packet_flits", "larger than net.vc_depth_flits");
-  const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
+  const TimePs credit_ps = p.get_time_ps("net.credit_delay_ns");
   // A flit-level router streams a packet while its tail still arrives: announce heads to it.
   announce_head_ = p.has("net.sw_alloc_granularity") &&
                    p.get_enum("net.sw_alloc_granularity", {"packet", "flit"}) == "flit";

@@ -3,13 +3,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "cais/quote.h"
+
 namespace cais {
 
-// Bad configuration: names the offending key and what is allowed.
+// Bad configuration: names the offending key and what is allowed. The key is often the user's
+// (a parameter name), so it is escaped; other user strings in `what` go through quote().
 class ConfigError : public std::runtime_error {
  public:
-  ConfigError(std::string key, const std::string& what)
-      : std::runtime_error(key.empty() ? what : key + ": " + what), key_(std::move(key)) {}
+  ConfigError(const std::string& key, const std::string& what)
+      : std::runtime_error(key.empty() ? what : escaped(key) + ": " + what), key_(escaped(key)) {}
   const std::string& key() const { return key_; }
 
  private:

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cais/time.h"
 #include "cosim.pb.h"
 
 namespace cais {
@@ -28,6 +29,10 @@ class Params {
   std::string get_string(const std::string& key) const;
   std::string get_enum(const std::string& key, const std::vector<std::string>& allowed) const;
   std::vector<double> get_double_list(const std::string& key) const;
+  // A time given in ns, in integer ps: finite, >= min_ps after rounding and at most kMaxTimeNs
+  // (a negative or huge value would not fit the unsigned picoseconds).
+  TimePs get_time_ps(const std::string& key_ns, TimePs min_ps = 0) const;
+  static constexpr double kMaxTimeNs = 1e12;
 
   void set(const std::string& key, const proto::ParamValue& v) { values_[key] = v; }
   void set_int(const std::string& key, std::int64_t v);

@@ -37,6 +37,11 @@ struct NodeInfo {
   std::vector<PortLink> out;  // indexed by local port
 };
 
+// Limits of a topology link (Sim::configure refuses others).
+inline constexpr double kMinLinkGbps = 1e-3;
+inline constexpr double kMaxLinkGbps = 1e6;
+inline constexpr TimePs kMaxLinkLatencyPs = 1000000000000ull;  // 1 s
+
 class Sim {
  public:
   Sim();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cais/errors.h"
 #include "cais/time.h"
 #include "cosim.pb.h"
 
@@ -13,10 +14,16 @@ namespace cais {
 // Counts values into fixed-width bins over simulated time (e.g. link bytes per microsecond).
 class TimeSeries {
  public:
+  static constexpr std::size_t kMaxBins = std::size_t{1} << 26;
   explicit TimeSeries(TimePs bin_ps = 1000000) : bin_ps_(bin_ps) {}
   void add(TimePs t, double v) {
     const std::size_t bin = static_cast<std::size_t>(t / bin_ps_);
-    if (bin >= bins_.size()) bins_.resize(bin + 1, 0.0);
+    if (bin >= bins_.size()) {
+      if (bin >= kMaxBins)  // 512 MB of bins: a run far longer than its statistics' bins
+        throw InvariantError("a time series of " + std::to_string(bin_ps_) + " ps bins reached " + std::to_string(t) +
+                             " ps, past " + std::to_string(kMaxBins) + " bins");
+      bins_.resize(bin + 1, 0.0);
+    }
     bins_[bin] += v;
   }
   TimePs bin_ps() const { return bin_ps_; }

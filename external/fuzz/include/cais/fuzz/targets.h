@@ -40,6 +40,11 @@ std::string corpus_root();
 std::vector<std::vector<std::string>> split_messages(const std::uint8_t* data, std::size_t size);
 std::string join_messages(const std::vector<std::vector<std::string>>& messages);
 
+// Whether `m` is what the C++ standard library says when code indexes past an end or parses a
+// bad number (vector::_M_range_check, stoi, ...): a user must never see it, since it names no
+// key, field or row. Matches whole words only.
+bool is_library_message(const std::string& m);
+
 // Aborts with `what` on stderr: the finding a fuzzer records.
 [[noreturn]] void finding(const std::string& what);
 // Discards what the engines write to std::cerr (each rejection is a line there).

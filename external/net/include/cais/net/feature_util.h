@@ -39,9 +39,7 @@ struct PacketShape {
 
 // A delay given in nanoseconds, >= 0, as picoseconds.
 inline TimePs feature_delay_ps(const Params& p, const std::string& key) {
-  const double ns = p.get_double(key);
-  if (!(ns >= 0)) throw ConfigError(key, "must be >= 0 ns");
-  return ns_to_ps(ns);
+  return p.get_time_ps(key);
 }
 
 // Hash for (a, b) keys of feature tables.
