@@ -73,11 +73,13 @@ struct TwoNodes {
       n->set_num_ports(1);
       cfg.add_node_engine(0);
     }
-    auto* l = cfg.mutable_topology()->add_links();
-    l->set_src_node(0);
-    l->set_dst_node(1);
-    l->set_bw_gbps(16);
-    l->set_latency_ps(1000);
+    for (std::uint32_t src = 0; src < 2; ++src) {  // a link needs its way back (Sim::configure)
+      auto* l = cfg.mutable_topology()->add_links();
+      l->set_src_node(src);
+      l->set_dst_node(1 - src);
+      l->set_bw_gbps(16);
+      l->set_latency_ps(1000);
+    }
     sim.configure(cfg);
     a = std::make_unique<Probe>(sim, 0);
     b = std::make_unique<Probe>(sim, 1);
