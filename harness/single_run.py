@@ -29,8 +29,10 @@ from harness.results import split_timing, write_csv_atomic, write_text_atomic
 STATUS_FILE = "status.json"
 # Outputs a rerun must not leave behind looking like its own result.
 _STALE = ("results.csv", "timing.csv", "config.yaml", "stats.csv", "series.csv", "kernels.csv", STATUS_FILE)
-# Tasks made of other runs (each of them cached): never cached as a whole.
-UNCACHED_TASKS = ("figure", "paper")
+# Tasks made of other runs, never cached as a whole: figure and paper (their points are cached
+# one by one) and compare, which composes one config per scheme, so its own key cannot see an
+# override of a key that a scheme's file sets.
+UNCACHED_TASKS = ("figure", "paper", "compare")
 
 
 @dataclass

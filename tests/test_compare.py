@@ -32,6 +32,24 @@ def test_compare_runs_each_scheme_on_the_same_workload(engines, tmp_path):
     assert header == ["scheme", "time_us", "speedup", "moved_mb", "link_util", "merge_hits"]
 
 
+def test_an_override_of_a_key_the_scheme_sets_is_never_answered_from_the_cache(engines, tmp_path):
+    """The scheme's own file sets net.cais_merge.outstanding_cap; the compare run's top-level
+    config looks the same with and without the override, so a whole compare run must not be
+    cached under it (it once came back with the other run's numbers)."""
+    cache = f"cache.dir={tmp_path / 'cache'}"
+    args = [*TINY, "phase=training", "compare.schemes=[tp_nvls,cais]", cache]
+    capped = read_results_of(run_cli(*args, f"out_dir={tmp_path / 'a'}"), tmp_path / "a")
+    uncapped = read_results_of(run_cli(*args, "net.cais_merge.outstanding_cap=false", f"out_dir={tmp_path / 'b'}"),
+                               tmp_path / "b")
+    assert capped["tp_nvls"] == uncapped["tp_nvls"]
+    assert capped["cais"] != uncapped["cais"]
+
+
+def read_results_of(proc, out):
+    assert "from the cache" not in proc.stdout
+    return read_results(out).set_index("scheme")["time_us"].to_dict()
+
+
 @pytest.mark.parametrize("override,key", [
     ("compare.schemes=[tp_nvls,nope]", "compare.schemes"),
     ("compare.schemes=[]", "compare.schemes"),
