@@ -8,10 +8,12 @@ its own for the short run.
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import os
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -137,7 +139,9 @@ _TMP = (_SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else Path(tempfile.ge
 
 def _as_file(text: str, suffix: str) -> Path:
     """`text` as a file (latin-1: characters 128..255 become bytes that are not UTF-8)."""
-    _TMP.mkdir(exist_ok=True)
+    if not _TMP.is_dir():
+        _TMP.mkdir()
+        atexit.register(shutil.rmtree, _TMP, ignore_errors=True)  # /dev/shm is memory: leave nothing
     path = _TMP / f"input{suffix}"
     path.write_bytes(text.encode("latin-1", "replace"))
     return path
