@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 from harness.compiler import Coordination, compile_cais
+from harness.errors import ConfigError
 from harness.gpu.isa_text import isa
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels.builder import affine
@@ -76,6 +77,7 @@ class CaisParams(SchemeParams):
 class CaisLowering(Lowering):
     def __init__(self, graph: Graph, target, params: CaisParams, scheme: str):
         super().__init__(graph, target, scheme)
+        self.scheme = scheme
         self.coord = Coordination(params.pre_launch_sync, params.pre_access_sync)
         self.source_form: list[int] = []  # kernels the CAIS compiler rewrites at finish()
         self.reuse = params.reuse_remote_rows
@@ -113,8 +115,9 @@ class CaisLowering(Lowering):
         return tuple(sorted({li for d in op.deps for li in self.done.get(d, ())}))
 
     def row_blocks(self, name: str, rows: int) -> int:
-        if rows % BLOCK_ROWS:
-            raise ValueError(f"{name}: a shard of {rows} rows is not whole {BLOCK_ROWS}-row blocks")
+        if rows % BLOCK_ROWS:  # the ready flags and arrival counters are per 128-row block
+            raise ConfigError("scheme", f"{self.scheme} needs each GPU's shard of the tokens in whole "
+                              f"{BLOCK_ROWS}-row blocks; {name} has {rows} rows (model tokens / system.gpus)")
         return rows // BLOCK_ROWS
 
     def waiter(self, name: str, blocks: int):
