@@ -405,18 +405,11 @@ void CaisMergeUnit::ack_contributors(SwitchContext& ctx, Entry& e) {
 
 void CaisMergeUnit::send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t lines, std::uint64_t addr,
                                  std::uint32_t group, std::uint32_t in_port) {
-  const PacketHandle r = ctx.new_packet();
+  const PacketHandle r = ctx.new_control_packet(proto::PKT_CAIS_RED_ACK, node_, gpu, cfg_.shape.flits(0));
   Packet& q = ctx.packet(r);
-  q.type = proto::PKT_CAIS_RED_ACK;
-  q.src = node_;
-  q.dst = gpu;
-  q.origin = node_;
   q.addr = addr;
   q.group = group;
   q.count = lines;  // the GPU's lines this ack retires
-  q.inject_ps = ctx.now();
-  q.payload_bytes = 0;
-  q.flits = cfg_.shape.flits(0);
   ++red_acks_sent_;
   red_ack_lines_ += lines;
   ctx.inject(r, in_port, cfg_.lookup_delay_ps);
@@ -597,18 +590,11 @@ void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
 
 void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
                                   std::uint32_t in_port) {
-  const PacketHandle r = ctx.new_packet();
+  const PacketHandle r = ctx.new_control_packet(proto::PKT_THROTTLE, node_, gpu, cfg_.shape.flits(0));
   Packet& q = ctx.packet(r);
-  q.type = proto::PKT_THROTTLE;
-  q.src = node_;
-  q.dst = gpu;
   q.group = group;
   // aux = how long the GPU should hold mergeable requests (ns); 0 lifts the hold.
   q.aux = on ? static_cast<std::uint32_t>((cfg_.throttle_hold_ps + 999) / 1000) : 0;
-  q.origin = node_;
-  q.inject_ps = ctx.now();
-  q.payload_bytes = 0;
-  q.flits = cfg_.shape.flits(0);
   if (on) ++throttles_sent_;
   else ++unthrottles_sent_;
   ctx.inject(r, in_port, cfg_.lookup_delay_ps);

@@ -102,19 +102,13 @@ void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_siz
 
 void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
                     std::uint32_t members, std::uint32_t lines, TimePs inject_ps, TimePs delay_ps) {
-  const PacketHandle r = ctx.new_packet();
+  const PacketHandle r = ctx.new_control_packet(proto::PKT_MM_ACK, node_, issuer, lines * cfg_.shape.flits(0));
   Packet& q = ctx.packet(r);
-  q.type = proto::PKT_MM_ACK;
-  q.src = node_;
-  q.dst = issuer;
   q.addr = addr;
   q.tag = tag;
   q.count = members;
   q.inject_ps = inject_ps;
-  q.origin = node_;
-  q.payload_bytes = 0;
   q.lines = lines;  // one ack per line on the wire (the GPU counts its lines back)
-  q.flits = lines * cfg_.shape.flits(0);
   acks_sent_ += lines;
   ctx.inject_at_output(r, delay_ps);
 }

@@ -38,6 +38,19 @@ class SwitchContext {
   virtual PacketHandle new_packet() = 0;
   virtual Packet& packet(PacketHandle h) = 0;
   virtual void release(PacketHandle h) = 0;
+  // A control packet (ack, throttle) of switch node `src` for `dst`: no payload, `flits` on the
+  // wire, injected now unless the caller stamps another time.
+  PacketHandle new_control_packet(proto::PacketType type, std::uint32_t src, std::uint32_t dst, std::uint32_t flits) {
+    const PacketHandle h = new_packet();
+    Packet& q = packet(h);
+    q.type = type;
+    q.src = q.origin = src;
+    q.dst = dst;
+    q.inject_ps = now();
+    q.payload_bytes = 0;
+    q.flits = flits;
+    return h;
+  }
   // Route `h` (its dst must be set) from `in_port` after `delay_ps` of processing.
   virtual void inject(PacketHandle h, std::uint32_t in_port, TimePs delay_ps) = 0;
   // Queue `h` (its dst must be set) at the output port toward its dst after `delay_ps`: it
