@@ -39,13 +39,13 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   op.queue = queue;
   op.op = ins.op();
   op.group = tb.group;
-  op.rows = std::max<std::uint32_t>(1, ins.rows());
   op.row_bytes = ins.row_bytes();
   op.row_stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
   op.buffer = ins.buffer();
   op.elem_bytes = bufs[ins.buffer()].elem_bytes;
   op.value = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
   const auto ev = [&](const isa::Affine& a) { return eval_affine(a, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth); };
+  op.rows = tile_rows(ins, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth);
   const std::uint64_t off = bufs[ins.buffer()].base + static_cast<std::uint64_t>(ev(ins.addr()));
   op.peer = static_cast<std::uint32_t>(ev(ins.peer()));
   switch (ins.op()) {
@@ -101,7 +101,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   } else if (!is_dma(ins.op())) {
     op.addr = unicast_addr(op.peer, off);
   }
-  if (op.row_bytes == 0) {  // nothing to move
+  if (op.row_bytes == 0 || op.rows == 0) {  // nothing to move (an edge tile wholly out of bounds)
     free_ops_.push_back(oi);
     op.in_use = false;
     ++tb.outstanding;
