@@ -12,9 +12,10 @@ What makes an input cheap (~1 ms instead of ~20 ms) without checking less:
 - interpolation is resolved where its result can differ from the cached config's (resolved
   once when cached): the copied sections and every section holding an interpolation;
 - parsed overrides are cached by their text (the parser is a pure function of the string).
-Composing a new choice of groups costs ~100 ms; a choice naming an option Hydra has already
-refused as missing is composed again on every `MISSING_OPTION_SAMPLE`-th input only (the others
-get that earlier refusal).
+Composing a new choice of groups costs ~100 ms, and mutated option names are new every time: once
+Hydra has refused a missing option of a group and listed the group's options, a command line
+picking an option outside that list is composed on every `MISSING_OPTION_SAMPLE`-th such input
+only (the others get that earlier refusal).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import functools
 import io
 import pickle
 import random
+import re
 from contextlib import contextmanager
 
 from harness import CONF_DIR
@@ -44,7 +46,7 @@ COMMAND_LINES = [  # seeds: what the README and the tests run
 GROUPS = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and any(p.glob("*.yaml"))}
 MISSING_OPTION_SAMPLE = 16
 _stats = {"compositions": 0, "full_copies": 0, "sampled_out": 0}  # printed by scripts/fuzz_parsers.py
-_missing_options: dict[str, ConfigError] = {}  # "group/option" Hydra said does not exist -> its refusal
+_group_options: dict[str, tuple[frozenset, ConfigError]] = {}  # group -> the options Hydra listed, a refusal
 _missing_seen = [0]
 
 
@@ -119,7 +121,7 @@ def _has_interpolation(node) -> bool:
     return any(_has_interpolation(child) for child in children)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=256)  # a few hundred choices cover nearly every input; one is ~0.6 MB
 def _composed(groups: tuple[str, ...]):
     """The config composed with these group overrides (a _Base), or the ConfigError composing gives."""
     from harness.config.precheck import compose_one
@@ -128,17 +130,25 @@ def _composed(groups: tuple[str, ...]):
     try:
         return _Base(compose_one(list(groups)))
     except ConfigError as exc:
-        missing = str(exc).split(": no such config", 1)
-        if len(missing) == 2 and missing[0]:
-            _missing_options[missing[0]] = exc
+        missing = re.fullmatch(r"(.+)/[^/]*: no such config; available: (.*)", str(exc))
+        if missing:
+            _group_options[missing.group(1)] = (frozenset(missing.group(2).split(", ")), exc)
         return exc
 
 
 def _sampled_refusal(overrides) -> ConfigError | None:
-    """The earlier refusal of a group option Hydra said is missing, except on every
-    MISSING_OPTION_SAMPLE-th such input (composed again, so Hydra's own answer is checked)."""
-    names = (f"{o.key_or_group}/{o.value()}" for o in overrides if isinstance(o.value(), str))
-    known = next((_missing_options[k] for k in names if k in _missing_options), None)
+    """Hydra's earlier refusal for a group when an override picks an option outside the options
+    Hydra listed for it, except on every MISSING_OPTION_SAMPLE-th such input (composed again, so
+    Hydra's own answer is checked)."""
+    from hydra.core.override_parser.types import OverrideType
+
+    known = None
+    for o in overrides:
+        if o.type is OverrideType.CHANGE and o.package is None and o.key_or_group in _group_options:
+            options, refusal = _group_options[o.key_or_group]
+            if isinstance(o.value(), str) and o.value() not in options:
+                known = refusal
+                break
     if known is None:
         return None
     _missing_seen[0] += 1
