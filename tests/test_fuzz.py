@@ -179,3 +179,19 @@ def test_short_overrides_run_catches_a_refusal_of_two_lines(monkeypatch):
                         lambda exc: one_line(exc) + ("\nmore" if "Value '" in str(exc.__cause__ or exc) else ""))
     report = fuzz.run(all_targets()["overrides"], SHORT_RUNS["overrides"], seed=1, limit_s=10.0)
     assert any(f.startswith("unclear refusal") for f in report.findings), report.line()
+
+
+def test_a_missing_option_is_sampled_only_where_hydra_must_refuse(monkeypatch):
+    """Found comparing the target with main's: after Hydra listed the scheme options, a command
+    line naming `scheme` twice, first with a missing option, was given the earlier refusal although
+    Hydra takes the last option and accepts it."""
+    from harness.fuzz import overrides_target as ot
+
+    monkeypatch.setattr(ot, "MISSING_OPTION_SAMPLE", 10**9)  # never composed again once listed
+    with pytest.raises(ConfigError, match="no such config"):
+        ot.run_overrides(["scheme=coconet_nvNs"])
+    sampled = ot._stats["sampled_out"]
+    ot.run_overrides(["scheme=coconet_nvNs", "scheme=coconet_nvls"])  # accepted
+    with pytest.raises(ConfigError, match="no such config"):
+        ot.run_overrides(["scheme=coconet_nvXs"])
+    assert ot._stats["sampled_out"] == sampled + 1

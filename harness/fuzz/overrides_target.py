@@ -143,8 +143,10 @@ def _sampled_refusal(overrides) -> ConfigError | None:
     from hydra.core.override_parser.types import OverrideType
 
     known = None
-    for o in overrides:
-        if o.type is OverrideType.CHANGE and o.package is None and o.key_or_group in _group_options:
+    named = [o.key_or_group for o in overrides]
+    for o in overrides:  # a group named twice takes its last option (Hydra accepts x=bad x=good)
+        if o.type is OverrideType.CHANGE and o.package is None and o.key_or_group in _group_options \
+                and named.count(o.key_or_group) == 1:
             options, refusal = _group_options[o.key_or_group]
             if isinstance(o.value(), str) and o.value() not in options:
                 known = refusal
