@@ -195,3 +195,29 @@ def test_a_missing_option_is_sampled_only_where_hydra_must_refuse(monkeypatch):
     with pytest.raises(ConfigError, match="no such config"):
         ot.run_overrides(["scheme=coconet_nvXs"])
     assert ot._stats["sampled_out"] == sampled + 1
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["system=xbar8", "system.gpus=1844674407"], r"system\.gpus: 1844674407 GPUs: the engines address at most 65536"),
+    (["system=dgx_h100", "system.gpus=60000", "system.switches=30000", "system.lanes_per_switch=[1]"],
+     r"system\.switches: 90000 nodes"),
+    (["system=dgx_h100", "system.gpus=30000", "system.switches=30"], r"system\.switches: 900000 GPU-switch channels"),
+    (["system=fat_tree_256", "system.spines=70000"], r"system\.spines: 70288 nodes"),
+])
+def test_a_system_too_large_to_build_is_refused_at_once(overrides, message):
+    """Found by the long overrides run (a hang): system.gpus=1844674407 built GPU nodes for hours."""
+    import time
+
+    from harness import topology
+
+    cfg = precheck_compose(overrides)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=message):
+        topology.build(cfg.system)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def precheck_compose(overrides):
+    from harness.config.precheck import compose_one
+
+    return compose_one(overrides)
