@@ -5,6 +5,7 @@ the same two ports, so port p of a node both sends to and receives from one peer
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
@@ -17,6 +18,7 @@ MAX_NODES = 1 << 16
 # Channels are built one by one here (~4 us each): 2^18 is ~1 s, 512x the paper's largest system
 # (fat_tree_256: 512 channels). A count past it is a typo (system.gpus=1844674407 built for hours).
 MAX_CHANNELS = 1 << 18
+MAX_LATENCY_PS = 10**12  # the engines' bound on a link's latency (kMaxLinkLatencyPs, sim.cc)
 
 
 @dataclass
@@ -70,10 +72,12 @@ def build(system) -> "pb.Topology":
     if kind not in TOPOLOGIES:
         raise ConfigError("system.topology", f"'{kind}' is not one of: {', '.join(TOPOLOGIES)}")
     gpus = _positive_int(system.gpus, "system.gpus")
-    if not system.lane_bw_gbps > 0:
-        raise ConfigError("system.lane_bw_gbps", f"must be > 0 GB/s, got {system.lane_bw_gbps}")
-    if not system.link_latency_ns > 0:
-        raise ConfigError("system.link_latency_ns", f"must be > 0 ns, got {system.link_latency_ns}")
+    if not 0 < system.lane_bw_gbps < math.inf:
+        raise ConfigError("system.lane_bw_gbps", f"must be > 0 GB/s and finite, got {system.lane_bw_gbps}")
+    latency_ns = system.link_latency_ns
+    if not (math.isfinite(latency_ns) and 1 <= round(latency_ns * 1000) <= MAX_LATENCY_PS):
+        raise ConfigError("system.link_latency_ns", f"must be 0.001 to 1e9 ns (1 ps to 1 s, as the engines allow), "
+                          f"got {latency_ns}")
     if gpus >= MAX_NODES:  # before the checks below, which would otherwise loop over them
         raise ConfigError("system.gpus", f"{gpus} GPUs: the engines address at most {MAX_NODES} nodes "
                           "(GPUs and switches)")

@@ -221,3 +221,13 @@ def precheck_compose(overrides):
     from harness.config.precheck import compose_one
 
     return compose_one(overrides)
+
+
+@pytest.mark.parametrize("value", ["11e309", "1e-9", "2e9", "nan"])
+def test_a_link_latency_the_engines_cannot_take_names_the_key(value):
+    """Found by the long overrides run: system.link_latency_ns=11e309 (inf) was an OverflowError."""
+    from harness import topology
+
+    cfg = precheck_compose(["system=xbar8", f"system.link_latency_ns={value}"])
+    with pytest.raises(ConfigError, match=r"system\.link_latency_ns: must be 0\.001 to 1e9 ns"):
+        topology.build(cfg.system)
