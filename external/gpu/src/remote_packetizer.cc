@@ -125,13 +125,21 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   IssueQueue& q = queues_[qi];
   const std::uint32_t limit = qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   while (!q.ops.empty()) {
-    if (!throttled_groups_.empty()) {
-      const RemoteOp& head = ops_[q.ops.front()];
-      const bool mergeable = head.op == isa::LD_CAIS || head.op == isa::RED_CAIS;  // not a plain red.remote
-      if (mergeable && throttled_groups_.count(head.group)) {
+    if (!throttled_groups_.empty() && held(ops_[q.ops.front()])) {
+      // A THROTTLE holds only its group's TB (spec 3.5 step 3): the first op of a group that
+      // is not held goes ahead of the held ones (a TB's ops share its group, so each TB's ops
+      // keep their order). The held head's lines already cut leave first.
+      std::size_t pick = 1;
+      while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
+      if (pick == q.ops.size()) {
         ++throttle_stalls_;
-        return;  // resumed when the group's throttle is lifted
+        return;  // resumed when a throttle is lifted
       }
+      if (bulk_lines(qi) > 1) send_all_bulk(qi, q.ops.front());
+      const std::uint32_t ahead = q.ops[pick];
+      q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(pick));
+      q.ops.push_front(ahead);
+      ++throttle_bypasses_;
     }
     const std::uint32_t oi = q.ops.front();
     RemoteOp& op = ops_[oi];
@@ -304,7 +312,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t*
   }
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes, lines);
-  ports.enqueue(h, ports.plane(p.addr), cls);
+  ports.enqueue(h, ports.plane(p.addr), cls, op.queue);
 }
 
 void RemotePacketizer::on_response(PacketHandle h) {
