@@ -87,14 +87,14 @@ class GpuParams:
     8: LLaMA-7B L1 layer times within 1.2 % of one packet per line at 7-13x less CPU
     (docs/PERFORMANCE.md, "Bulk packets", has the convergence as N -> 1); 1 = one packet per
     line, what the validation experiments use (conf/experiment/validate_*.yaml)."""
-    egress_arbitration: str = "round_robin"
+    egress_arbitration: str = "fifo"
     """How an NVLink port's egress queue of a traffic class picks among the issue queues (the
-    SMs, the copy engine) that have packets for it. ``round_robin``: one packet per issue queue
-    in turn, as the SM-to-hub crossbar shares a port among the SMs that send, so an SM that
-    posts a whole tile of stores or reductions (red.cais, posted: cut at once) shares the link
-    with the other SMs' tiles instead of going ahead of them. ``fifo``: one queue per class in
-    the order packets were cut, a posted tile leaving whole before the next SM's (the engine
-    before round robin; docs/RESULTS.md, CAIS, measures both)."""
+    SMs, the copy engine) that have packets for it. ``fifo``: in the order packets were cut, so
+    a posted tile (red.cais, posted stores: cut at once) leaves whole before the next SM's.
+    ``round_robin``: one packet per issue queue in turn, as a crossbar would share the port
+    among the SMs that send. Measured on CAIS LLaMA-7B L1 (docs/RESULTS.md, CAIS): round robin
+    moves the reduction tables by -10 % and the time by +2 %; it is not the default because
+    the baselines were not re-measured with it."""
     # Cross-GPU drift sources (docs/DRIFT.md). Each is drawn per (seed, GPU, launch, block) by
     # the engine (external/gpu drift.h), so runs stay deterministic and partition invariant and
     # scaling one source leaves the others' draws alone. Measured on one lent H100 by

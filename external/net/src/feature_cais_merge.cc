@@ -629,10 +629,10 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
     reg.counter(base + "high_water_bytes", "B", &s.high_water_bytes);
     reg.counter(base + "high_water_entries", "entries", &s.high_water_entries);
     reg.histogram(base + "wait", "ns", &s.wait_ns);
-    for (std::size_t k = 0; k < 2; ++k) {
-      const std::string kind = base + (k ? "reduction." : "load.");
-      reg.counter(kind + "high_water_entries", "entries", &s.kind_high_water_entries[k]);
-      reg.histogram(kind + "wait", "ns", &s.kind_wait_ns[k]);
+    for (std::size_t k = 0; k < 2; ++k) {  // e.g. port5.high_water_entries_load, port5.wait_reduction.mean
+      const std::string kind = k ? "_reduction" : "_load";
+      reg.counter(base + "high_water_entries" + kind, "entries", &s.kind_high_water_entries[k]);
+      reg.histogram(base + "wait" + kind, "ns", &s.kind_wait_ns[k]);
     }
     for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) {
       const bool last = b == MergeTableStats::kWaitBins - 1;

@@ -3,11 +3,11 @@
 // per traffic class (requests, responses, posted writes). Each class has the VC range the
 // switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
 // (the next VC with credits for the packet), so one VC's credits do not limit a port.
-// Responses go first, then posted writes, then requests. Within a class the port takes one
-// packet from each source in turn (gpu.egress_arbitration = round_robin; a source is an issue
-// queue: an SM or the copy engine, or the hub for its answers), as the SM-to-hub crossbar
-// shares the link among the SMs that send: an SM that posts a whole tile at once does not go
-// ahead of the others' tiles. `fifo` keeps one queue per class in enqueue order.
+// Responses go first, then posted writes, then requests. Within a class, packets leave in the
+// order they were queued (gpu.egress_arbitration = fifo, the default), or one from each source
+// in turn (round_robin; a source is an issue queue: an SM or the copy engine, or the hub for
+// its answers), as a crossbar shares the link among the SMs that send: an SM that posts a
+// whole tile at once then does not go ahead of the others' tiles.
 #pragma once
 #include <array>
 #include <cstdint>
