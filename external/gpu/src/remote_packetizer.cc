@@ -128,14 +128,16 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     if (!throttled_groups_.empty() && held(ops_[q.ops.front()])) {
       // A THROTTLE holds only its group's TB (spec 3.5 step 3): the first op of a group that
       // is not held goes ahead of the held ones (a TB's ops share its group, so each TB's ops
-      // keep their order). The held head's lines already cut leave first.
+      // keep their order). Not while the held op has lines waiting in this queue's bulk
+      // packets: sending them short would group its lines unlike the other GPUs, and another
+      // op's lines must not join them.
       std::size_t pick = 1;
-      while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
-      if (pick == q.ops.size()) {
+      if (!bulk_pending(qi))
+        while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
+      if (pick >= q.ops.size() || bulk_pending(qi)) {
         ++throttle_stalls_;
         return;  // resumed when a throttle is lifted
       }
-      if (bulk_lines(qi) > 1) send_all_bulk(qi, q.ops.front());
       const std::uint32_t ahead = q.ops[pick];
       q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(pick));
       q.ops.push_front(ahead);
@@ -212,6 +214,13 @@ void RemotePacketizer::send_bulk(std::uint32_t qi, std::uint32_t plane, std::uin
   const std::uint32_t lines = b.lines;
   b.lines = 0;
   emit(ops_[oi], oi, b.addr.data(), lines, b.line_bytes);
+}
+
+bool RemotePacketizer::bulk_pending(std::uint32_t qi) const {
+  if (bulk_.empty()) return false;  // single-line packets (or no bulk packet cut yet)
+  for (std::uint32_t plane = 0; plane < planes_; ++plane)
+    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) return true;
+  return false;
 }
 
 void RemotePacketizer::send_all_bulk(std::uint32_t qi, std::uint32_t oi) {

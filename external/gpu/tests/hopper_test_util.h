@@ -120,6 +120,7 @@ class ProbeSwitch : public NodeComponent {
       q.tag = req.tag;
       q.group = req.group;
       q.inject_ps = req.inject_ps;
+      q.copy_lines(req);  // a bulk request is answered line for line
       q.payload_bytes = bytes;
       q.flits = flits_for(bytes, flit_, hdr_);
       q_[port].push_back(r);

@@ -105,6 +105,7 @@ class RemotePacketizer {
   void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
   void send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi);
   void send_all_bulk(std::uint32_t qi, std::uint32_t oi);
+  bool bulk_pending(std::uint32_t qi) const;  // lines of queue qi's head op wait in a bulk packet
   std::uint32_t bulk_lines(std::uint32_t qi);  // N for queue qi (the configured N, capped)
   void emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines, std::uint32_t bytes);
   // Functional register ops: take the register (load) or its values (store) at issue; the
