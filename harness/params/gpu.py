@@ -87,6 +87,14 @@ class GpuParams:
     8: LLaMA-7B L1 layer times within 1.2 % of one packet per line at 7-13x less CPU
     (docs/PERFORMANCE.md, "Bulk packets", has the convergence as N -> 1); 1 = one packet per
     line, what the validation experiments use (conf/experiment/validate_*.yaml)."""
+    egress_arbitration: str = "fifo"
+    """How an NVLink port's egress queue of a traffic class picks among the issue queues (the
+    SMs, the copy engine) that have packets for it. ``fifo``: in the order packets were cut, so
+    a posted tile (red.cais, posted stores: cut at once) leaves whole before the next SM's.
+    ``round_robin``: one packet per issue queue in turn, as a crossbar would share the port
+    among the SMs that send. Measured on CAIS LLaMA-7B L1 (docs/RESULTS.md, CAIS): round robin
+    moves the reduction tables by -10 % and the time by +2 %; it is not the default because
+    the baselines were not re-measured with it."""
     # Cross-GPU drift sources (docs/DRIFT.md). Each is drawn per (seed, GPU, launch, block) by
     # the engine (external/gpu drift.h), so runs stay deterministic and partition invariant and
     # scaling one source leaves the others' draws alone. Measured on one lent H100 by

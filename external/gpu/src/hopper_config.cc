@@ -42,6 +42,7 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   if (c.bulk_lines < 1 || c.bulk_lines > kMaxBulkLines)
     throw ConfigError("gpu.bulk_lines", "is " + std::to_string(c.bulk_lines) + "; allowed: 1 to " +
                                             std::to_string(kMaxBulkLines));
+  c.egress_round_robin = p.get_enum("gpu.egress_arbitration", {"round_robin", "fifo"}) == "round_robin";
   const double skew = p.get_double("gpu.launch_skew_ns");
   if (skew < 0) throw ConfigError("gpu.launch_skew_ns", "must be >= 0");
   c.launch_skew_ps = ns_to_ps(skew);

@@ -37,6 +37,9 @@ bool NvlinkPorts::init() {
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
+  const std::size_t sources = ctx_.cfg.egress_round_robin ? ctx_.cfg.num_sms + 2 : 1;  // SMs, copy engine, hub
+  for (auto& port : queues_)
+    for (auto& q : port) q.by_source.resize(sources);
   min_vc_flits_ = ~0u;
   for (const auto& o : out_)
     if (o.connected()) min_vc_flits_ = std::min(min_vc_flits_, o.credits(0));
@@ -44,9 +47,27 @@ bool NvlinkPorts::init() {
   return true;
 }
 
-void NvlinkPorts::enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls) {
-  queues_[port][cls].push_back(h);
+std::uint32_t NvlinkPorts::source_index(std::uint32_t source) const {
+  if (!ctx_.cfg.egress_round_robin) return 0;
+  return source == kHubSource ? ctx_.cfg.num_sms + 1 : source;
+}
+
+void NvlinkPorts::enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls, std::uint32_t source) {
+  ClassQueue& q = queues_[port][cls];
+  const std::uint32_t s = source_index(source);
+  if (q.by_source[s].empty()) q.ready.push_back(s);
+  q.by_source[s].push_back(h);
   pump(port);
+}
+
+PacketHandle NvlinkPorts::pop(ClassQueue& q) {
+  const std::uint32_t s = q.ready.front();
+  q.ready.pop_front();
+  auto& fifo = q.by_source[s];
+  const PacketHandle h = fifo.front();
+  fifo.pop_front();
+  if (!fifo.empty()) q.ready.push_back(s);
+  return h;
 }
 
 void NvlinkPorts::pump(std::uint32_t port) {
@@ -54,8 +75,8 @@ void NvlinkPorts::pump(std::uint32_t port) {
   OutputChannel& ch = out_[port];
   if (!ch.idle_at(sim.now())) return;  // a kPortFree event is pending
   for (std::uint32_t cls : {kResp, kPost, kReq}) {
-    auto& q = queues_[port][cls];
-    if (q.empty()) continue;
+    ClassQueue& q = queues_[port][cls];
+    if (q.ready.empty()) continue;
     const VcRange r = vcs_of_[cls];
     const std::uint32_t flits = sim.packets()[q.front()].flits;
     std::uint32_t& next = next_vc_[port][cls];
@@ -66,8 +87,7 @@ void NvlinkPorts::pump(std::uint32_t port) {
         next = (next + i + 1) % r.count;
       }
     if (vc == ~0u) continue;  // a credit return pumps again
-    const PacketHandle h = q.front();
-    q.pop_front();
+    const PacketHandle h = pop(q);
     const Packet& p = sim.packets()[h];
     const auto type = p.type;
     const std::uint64_t tag = p.tag;

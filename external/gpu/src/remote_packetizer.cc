@@ -125,13 +125,23 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   IssueQueue& q = queues_[qi];
   const std::uint32_t limit = qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   while (!q.ops.empty()) {
-    if (!throttled_groups_.empty()) {
-      const RemoteOp& head = ops_[q.ops.front()];
-      const bool mergeable = head.op == isa::LD_CAIS || head.op == isa::RED_CAIS;  // not a plain red.remote
-      if (mergeable && throttled_groups_.count(head.group)) {
+    if (!throttled_groups_.empty() && held(ops_[q.ops.front()])) {
+      // A THROTTLE holds only its group's TB (spec 3.5 step 3): the first op of a group that
+      // is not held goes ahead of the held ones (a TB's ops share its group, so each TB's ops
+      // keep their order). Not while the held op has lines waiting in this queue's bulk
+      // packets: sending them short would group its lines unlike the other GPUs, and another
+      // op's lines must not join them.
+      std::size_t pick = 1;
+      if (!bulk_pending(qi))
+        while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
+      if (pick >= q.ops.size() || bulk_pending(qi)) {
         ++throttle_stalls_;
-        return;  // resumed when the group's throttle is lifted
+        return;  // resumed when a throttle is lifted
       }
+      const std::uint32_t ahead = q.ops[pick];
+      q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(pick));
+      q.ops.push_front(ahead);
+      ++throttle_bypasses_;
     }
     const std::uint32_t oi = q.ops.front();
     RemoteOp& op = ops_[oi];
@@ -204,6 +214,13 @@ void RemotePacketizer::send_bulk(std::uint32_t qi, std::uint32_t plane, std::uin
   const std::uint32_t lines = b.lines;
   b.lines = 0;
   emit(ops_[oi], oi, b.addr.data(), lines, b.line_bytes);
+}
+
+bool RemotePacketizer::bulk_pending(std::uint32_t qi) const {
+  if (bulk_.empty()) return false;  // single-line packets (or no bulk packet cut yet)
+  for (std::uint32_t plane = 0; plane < planes_; ++plane)
+    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) return true;
+  return false;
 }
 
 void RemotePacketizer::send_all_bulk(std::uint32_t qi, std::uint32_t oi) {
@@ -304,7 +321,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t*
   }
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes, lines);
-  ports.enqueue(h, ports.plane(p.addr), cls);
+  ports.enqueue(h, ports.plane(p.addr), cls, op.queue);
 }
 
 void RemotePacketizer::on_response(PacketHandle h) {

@@ -25,6 +25,7 @@ struct HopperConfig {
   std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
   std::uint32_t max_packet_bytes = 0;
   std::uint32_t bulk_lines = 1;  // lines per bulk packet (cais/packet.h)
+  bool egress_round_robin = true;  // gpu.egress_arbitration: round_robin | fifo (nvlink_ports.h)
   TimePs launch_skew_ps = 0;
   double block_jitter_frac = 0;
   std::uint32_t tb_order_window = 1;  // blocks leave raster dispatch order by < this many places

@@ -3,7 +3,11 @@
 // per traffic class (requests, responses, posted writes). Each class has the VC range the
 // switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
 // (the next VC with credits for the packet), so one VC's credits do not limit a port.
-// Responses go first, then posted writes, then requests.
+// Responses go first, then posted writes, then requests. Within a class, packets leave in the
+// order they were queued (gpu.egress_arbitration = fifo, the default), or one from each source
+// in turn (round_robin; a source is an issue queue: an SM or the copy engine, or the hub for
+// its answers), as a crossbar shares the link among the SMs that send: an SM that posts a
+// whole tile at once then does not go ahead of the others' tiles.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -34,7 +38,10 @@ class NvlinkPorts {
   // The smallest VC of any port: a bulk packet must fit in it.
   std::uint32_t min_vc_flits() const { return min_vc_flits_; }
 
-  void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls);
+  // `source`: the issue queue that cut the packet (0..num_sms: SMs, copy engine); kHubSource
+  // for packets the GPU sends on no queue's behalf (answers, sync requests).
+  static constexpr std::uint32_t kHubSource = ~0u;
+  void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls, std::uint32_t source = kHubSource);
   void pump(std::uint32_t port);  // also kPortFree
   void on_credit(PacketHandle h);
   // An arriving packet enters the port's input buffer and leaves it at once (credits return).
@@ -58,7 +65,16 @@ class NvlinkPorts {
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
-  std::vector<std::array<std::deque<PacketHandle>, 3>> queues_;
+  // One port's egress queue of a class: a FIFO per source and the sources with packets in
+  // service order (round robin: the front source sends one packet and goes to the back).
+  struct ClassQueue {
+    std::vector<std::deque<PacketHandle>> by_source;
+    std::deque<std::uint32_t> ready;
+    PacketHandle front() const { return by_source[ready.front()].front(); }
+  };
+  PacketHandle pop(ClassQueue& q);
+  std::uint32_t source_index(std::uint32_t source) const;
+  std::vector<std::array<ClassQueue, 3>> queues_;
   std::array<std::uint64_t, 20> tx_bytes_{}, tx_packets_{}, rx_bytes_{}, rx_packets_{};
 };
 

@@ -4,7 +4,8 @@
 // 32 B sectors and the sectors of one gpu.max_packet_bytes line coalesce into one packet. A
 // queue keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
 // flight; posted reductions (red.cais) do not count. Responses complete packets, the last one
-// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group.
+// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group:
+// only that group's ops; the other ops of a queue go ahead of them.
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off a queue's head op collect per plane
 // (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
@@ -73,6 +74,7 @@ class RemotePacketizer {
   std::uint32_t live() const { return live_; }
   std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
   std::uint64_t& throttle_stalls() { return throttle_stalls_; }
+  std::uint64_t& throttle_bypasses() { return throttle_bypasses_; }
   std::uint64_t& throttles() { return throttles_; }
   Histogram& latency_ns() { return latency_ns_; }
 
@@ -87,6 +89,10 @@ class RemotePacketizer {
     std::array<std::uint64_t, kMaxBulkLines> addr{};
   };
   void pump(std::uint32_t q);
+  // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles.
+  bool held(const RemoteOp& op) const {
+    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group);
+  }
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
   bool counts_toward_cap(const RemoteOp& op) const {
@@ -99,6 +105,7 @@ class RemotePacketizer {
   void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
   void send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi);
   void send_all_bulk(std::uint32_t qi, std::uint32_t oi);
+  bool bulk_pending(std::uint32_t qi) const;  // lines of queue qi's head op wait in a bulk packet
   std::uint32_t bulk_lines(std::uint32_t qi);  // N for queue qi (the configured N, capped)
   void emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines, std::uint32_t bytes);
   // Functional register ops: take the register (load) or its values (store) at issue; the
@@ -121,6 +128,7 @@ class RemotePacketizer {
   std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
+  std::uint64_t throttle_bypasses_ = 0;  // ops that went ahead of a held op on their queue
   std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;
   std::deque<std::uint32_t> cap_waiters_;  // queues stalled on the cap, in stall order
   std::vector<std::uint8_t> cap_waiting_;  // per queue: in cap_waiters_
