@@ -184,6 +184,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.hbm_latency_ns", 400.0);
   put_i("gpu.max_outstanding_per_sm", 64);
   put_i("gpu.dma_max_outstanding", 64);
+  c.mutable_params()->operator[]("gpu.posted_stores").set_b(true);
   put_i("gpu.max_packet_bytes", 128);
   put_i("gpu.bulk_lines", 1);
   put_d("gpu.launch_skew_ns", 0.0);
