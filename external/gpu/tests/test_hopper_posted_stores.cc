@@ -105,5 +105,43 @@ TEST(HopperPostedStores, ALoadAfterAStoreDoesNotWaitForTheStoresAcks) {
   EXPECT_GT(held, posted + 1000e3);
 }
 
+// Requests and posted writes take turns at a GPU port: a load issued by one SM while another
+// SM streams stores through the same link gets its requests out within the stream, instead of
+// after it (posted stores are admitted as fast as credits return, so with posts always served
+// first the request class would wait for the whole stream).
+TEST(HopperPostedStores, ALoadFromAnotherSmIsNotStarvedByAStoreStream) {
+  isa::Workload wl = one_kernel(2);
+  wl.mutable_buffers(0)->set_bytes(kStoreBytes);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::ST_REMOTE, 1, kStoreBytes, 0, 0, 1);  // kernel 0: 1 MiB, ~10 us at 100 GB/s
+  auto* k2 = wl.add_kernels();
+  k2->set_name("load");
+  k2->set_grid_x(1);
+  k2->set_grid_y(1);
+  k2->set_threads_per_block(128);
+  k2->set_regs_per_thread(32);
+  auto* ld = k2->add_program();
+  ld->set_op(isa::LD_REMOTE);
+  ld->set_rows(1);
+  ld->set_row_bytes(1024);
+  ld->mutable_peer()->set_base(1);
+  auto* la = wl.add_launches();
+  la->set_kernel(1);
+  la->set_stream(1);
+  la->add_gpus(0);
+  wl.mutable_launches(0)->set_sm_count(1);  // the stores on SM 0, the load on SM 1
+  la->set_sm_first(1);
+  la->set_sm_count(1);
+  proto::Configure c = make_config(wl, 2, true);
+  set_gpu_defaults(c, 2);
+  use_nvswitch(c);
+  (*c.mutable_params())["net.functional"].set_b(false);
+  HostedModel h;
+  const auto st = run_config(h, c);
+  const double store_end = st.at("gpu0.kernel0.k.end"), load_end = st.at("gpu0.kernel1.load.end");
+  std::printf("store kernel ends at %.0f ns, load kernel at %.0f ns\n", store_end, load_end);
+  EXPECT_LT(load_end, 0.5 * store_end);
+}
+
 }  // namespace
 }  // namespace cais::gpu
