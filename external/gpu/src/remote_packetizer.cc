@@ -157,8 +157,9 @@ void RemotePacketizer::pump(std::uint32_t qi) {
       const std::uint32_t port = next_line_port(op);
       if (!ports.post_room(port, line_flits_)) {
         ++post_credit_stalls_;
-        // Lines of this port held for a bulk packet go now: they hold reserved flits.
-        if (bulk_lines(qi) > 1 && bulk_[static_cast<std::size_t>(qi) * planes_ + port].lines) send_bulk(qi, port, oi);
+        // Lines held for bulk packets go now: they hold reserved flits, which a stalled queue
+        // must not keep from the other queues (nor from itself).
+        if (bulk_lines(qi) > 1) send_all_bulk(qi, oi);
         if (post_waiters_.empty()) post_waiters_.resize(ports.num_ports());
         if (post_waiting_[qi] != port + 1) {  // an entry in another port's FIFO goes stale
           post_waiting_[qi] = port + 1;

@@ -6,8 +6,8 @@
 // flight; posted reductions (red.cais) do not count, nor, with gpu.posted_stores, an SM's
 // stores (st.remote, multimem.st/red): those are paced by credits instead. Before a store line is
 // cut, its port must have credits for it beyond the store flits already waiting there
-// (NvlinkPorts::post_room); otherwise the queue sends its partial bulk packet for that port and
-// waits in that port's FIFO until a credit returns (resume_posted). A store op still completes on
+// (NvlinkPorts::post_room); otherwise the queue sends its partial bulk packets and waits in that
+// port's FIFO until a credit returns (resume_posted). A store op still completes on
 // its acks, so a wait on it (a fence) waits for every ack. Responses complete packets, the last one
 // completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group.
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off a queue's head op collect per plane
