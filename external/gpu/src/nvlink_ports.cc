@@ -37,9 +37,8 @@ bool NvlinkPorts::init() {
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
-  const std::size_t sources = ctx_.cfg.egress_round_robin ? ctx_.cfg.num_sms + 2 : 1;  // SMs, copy engine, hub
-  for (auto& port : queues_)
-    for (auto& q : port) q.by_source.resize(sources);
+  post_reserved_.assign(out_.size(), 0);
+  post_first_.assign(out_.size(), 1);
   min_vc_flits_ = ~0u;
   for (const auto& o : out_)
     if (o.connected()) min_vc_flits_ = std::min(min_vc_flits_, o.credits(0));
@@ -47,36 +46,29 @@ bool NvlinkPorts::init() {
   return true;
 }
 
-std::uint32_t NvlinkPorts::source_index(std::uint32_t source) const {
-  if (!ctx_.cfg.egress_round_robin) return 0;
-  return source == kHubSource ? ctx_.cfg.num_sms + 1 : source;
-}
-
-void NvlinkPorts::enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls, std::uint32_t source) {
-  ClassQueue& q = queues_[port][cls];
-  const std::uint32_t s = source_index(source);
-  if (q.by_source[s].empty()) q.ready.push_back(s);
-  q.by_source[s].push_back(h);
+void NvlinkPorts::enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls) {
+  queues_[port][cls].push_back(h);
   pump(port);
 }
 
-PacketHandle NvlinkPorts::pop(ClassQueue& q) {
-  const std::uint32_t s = q.ready.front();
-  q.ready.pop_front();
-  auto& fifo = q.by_source[s];
-  const PacketHandle h = fifo.front();
-  fifo.pop_front();
-  if (!fifo.empty()) q.ready.push_back(s);
-  return h;
+bool NvlinkPorts::post_room(std::uint32_t port, std::uint32_t flits) const {
+  const OutputChannel& ch = out_[port];
+  const VcRange r = vcs_of_[kPost];
+  std::uint64_t free = 0;
+  for (std::uint32_t vc = r.first; vc < r.first + r.count; ++vc) free += ch.credits(vc);
+  return post_reserved_[port] + flits <= free;
 }
 
 void NvlinkPorts::pump(std::uint32_t port) {
   Sim& sim = ctx_.sim;
   OutputChannel& ch = out_[port];
   if (!ch.idle_at(sim.now())) return;  // a kPortFree event is pending
-  for (std::uint32_t cls : {kResp, kPost, kReq}) {
-    ClassQueue& q = queues_[port][cls];
-    if (q.ready.empty()) continue;
+  // Responses first; requests and posted writes take turns, so that neither class's stream
+  // (a store's lines, a load's requests) starves the other.
+  const bool post_first = post_first_[port];
+  for (std::uint32_t cls : {kResp, post_first ? kPost : kReq, post_first ? kReq : kPost}) {
+    auto& q = queues_[port][cls];
+    if (q.empty()) continue;
     const VcRange r = vcs_of_[cls];
     const std::uint32_t flits = sim.packets()[q.front()].flits;
     std::uint32_t& next = next_vc_[port][cls];
@@ -87,12 +79,18 @@ void NvlinkPorts::pump(std::uint32_t port) {
         next = (next + i + 1) % r.count;
       }
     if (vc == ~0u) continue;  // a credit return pumps again
-    const PacketHandle h = pop(q);
+    const PacketHandle h = q.front();
+    q.pop_front();
     const Packet& p = sim.packets()[h];
     const auto type = p.type;
     const std::uint64_t tag = p.tag;
     tx_bytes_[type] += p.payload_bytes;
     tx_packets_[type] += p.lines;
+    if (cls != kResp) post_first_[port] = cls == kReq;
+    if ((tag & kPostedStoreTag) && cls == kPost) {
+      if (post_reserved_[port] < p.flits) throw InvariantError(ctx_.name() + ": posted store flits not reserved");
+      post_reserved_[port] -= p.flits;
+    }
     const TimePs free_at = ch.transmit(sim, ctx_.self, h, vc);
     ctx_.schedule(free_at, kPortFree, 0, port);
     // Posted requests (red.cais) are complete once on the wire.
@@ -109,6 +107,7 @@ void NvlinkPorts::on_credit(PacketHandle h) {
   out_[port].return_credits(p.vc, p.count);
   sim.packets().release(h);
   pump(port);
+  ctx_.remote->resume_posted(port);  // SMs whose stores wait for this port's credits
 }
 
 void NvlinkPorts::receive(PacketHandle h) {
@@ -125,6 +124,8 @@ void NvlinkPorts::receive(PacketHandle h) {
 void NvlinkPorts::check_drained() const {
   for (const auto& o : out_)
     if (o.connected() && !o.all_credits_home()) throw InvariantError(ctx_.name() + ": credits not returned at end of run");
+  for (std::uint64_t f : post_reserved_)
+    if (f) throw InvariantError(ctx_.name() + ": posted store flits reserved but never sent at end of run");
 }
 
 }  // namespace cais::gpu

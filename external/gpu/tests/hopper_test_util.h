@@ -185,9 +185,9 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.hbm_latency_ns", 400.0);
   put_i("gpu.max_outstanding_per_sm", 64);
   put_i("gpu.dma_max_outstanding", 64);
+  c.mutable_params()->operator[]("gpu.posted_stores").set_b(true);
   put_i("gpu.max_packet_bytes", 128);
   put_i("gpu.bulk_lines", 1);
-  (*c.mutable_params())["gpu.egress_arbitration"].set_s("fifo");
   put_d("gpu.launch_skew_ns", 0.0);
   put_d("gpu.block_jitter_frac", 0.0);
   put_i("gpu.tb_order_window", 1);

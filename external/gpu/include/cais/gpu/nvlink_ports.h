@@ -3,11 +3,9 @@
 // per traffic class (requests, responses, posted writes). Each class has the VC range the
 // switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
 // (the next VC with credits for the packet), so one VC's credits do not limit a port.
-// Responses go first, then posted writes, then requests. Within a class, packets leave in the
-// order they were queued (gpu.egress_arbitration = fifo, the default), or one from each source
-// in turn (round_robin; a source is an issue queue: an SM or the copy engine, or the hub for
-// its answers), as a crossbar shares the link among the SMs that send: an SM that posts a
-// whole tile at once then does not go ahead of the others' tiles.
+// Responses go first; posted writes and requests take turns. Posted SM stores wait at the SM, not
+// here, while the port has no credits for them (post_room), so they queue no deeper than the
+// network's buffers.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -38,10 +36,13 @@ class NvlinkPorts {
   // The smallest VC of any port: a bulk packet must fit in it.
   std::uint32_t min_vc_flits() const { return min_vc_flits_; }
 
-  // `source`: the issue queue that cut the packet (0..num_sms: SMs, copy engine); kHubSource
-  // for packets the GPU sends on no queue's behalf (answers, sync requests).
-  static constexpr std::uint32_t kHubSource = ~0u;
-  void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls, std::uint32_t source = kHubSource);
+  void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls);
+  // Posted SM stores (gpu.posted_stores): a store line of up to `flits` may enter `port` while
+  // the store flits waiting there plus `flits` fit the free credits of the posted class's VCs.
+  bool post_room(std::uint32_t port, std::uint32_t flits) const;
+  // A store line of `flits` cut for `port`: reserved until its packet goes on the wire.
+  void reserve_post(std::uint32_t port, std::uint32_t flits) { post_reserved_[port] += flits; }
+  std::uint64_t post_reserved(std::uint32_t port) const { return post_reserved_[port]; }
   void pump(std::uint32_t port);  // also kPortFree
   void on_credit(PacketHandle h);
   // An arriving packet enters the port's input buffer and leaves it at once (credits return).
@@ -65,16 +66,9 @@ class NvlinkPorts {
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
-  // One port's egress queue of a class: a FIFO per source and the sources with packets in
-  // service order (round robin: the front source sends one packet and goes to the back).
-  struct ClassQueue {
-    std::vector<std::deque<PacketHandle>> by_source;
-    std::deque<std::uint32_t> ready;
-    PacketHandle front() const { return by_source[ready.front()].front(); }
-  };
-  PacketHandle pop(ClassQueue& q);
-  std::uint32_t source_index(std::uint32_t source) const;
-  std::vector<std::array<ClassQueue, 3>> queues_;
+  std::vector<std::array<std::deque<PacketHandle>, 3>> queues_;
+  std::vector<std::uint64_t> post_reserved_;  // per port: flits of posted store lines not yet sent
+  std::vector<std::uint8_t> post_first_;      // per port: posted writes go before requests next
   std::array<std::uint64_t, 20> tx_bytes_{}, tx_packets_{}, rx_bytes_{}, rx_packets_{};
 };
 
