@@ -5,12 +5,20 @@ the same two ports, so port p of a node both sends to and receives from one peer
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
 from harness.protocol import cosim as pb
 
 TOPOLOGIES = ("dgx", "xbar", "fat_tree")
+# The engines give a component the id `node << 8 | sub-index` in the 24 bits above an event's
+# sequence number (cais/component.h): node ids must fit in 16 bits.
+MAX_NODES = 1 << 16
+# Channels are built one by one here (~4 us each): 2^18 is ~1 s, 512x the paper's largest system
+# (fat_tree_256: 512 channels). A count past it is a typo (system.gpus=1844674407 built for hours).
+MAX_CHANNELS = 1 << 18
+MAX_LATENCY_PS = 10**12  # the engines' bound on a link's latency (kMaxLinkLatencyPs, sim.cc)
 
 
 @dataclass
@@ -51,24 +59,39 @@ def _positive_int(value, key: str) -> int:
     return value
 
 
+def _check_size(nodes: int, channels: int, key: str) -> None:
+    if nodes > MAX_NODES:
+        raise ConfigError(key, f"{nodes} nodes (GPUs and switches): the engines address at most {MAX_NODES}")
+    if channels > MAX_CHANNELS:
+        raise ConfigError(key, f"{channels} GPU-switch channels: at most {MAX_CHANNELS} (a larger system "
+                          "would take minutes to describe)")
+
+
 def build(system) -> "pb.Topology":
     kind = system.topology
     if kind not in TOPOLOGIES:
         raise ConfigError("system.topology", f"'{kind}' is not one of: {', '.join(TOPOLOGIES)}")
     gpus = _positive_int(system.gpus, "system.gpus")
-    if not system.lane_bw_gbps > 0:
-        raise ConfigError("system.lane_bw_gbps", f"must be > 0 GB/s, got {system.lane_bw_gbps}")
-    if not system.link_latency_ns > 0:
-        raise ConfigError("system.link_latency_ns", f"must be > 0 ns, got {system.link_latency_ns}")
-    b = _Builder(system.name, round(system.link_latency_ns * 1000), float(system.lane_bw_gbps))
-    gpu_ids = [b.node(pb.NODE_GPU, f"gpu{g}") for g in range(gpus)]
-
+    if not 0 < system.lane_bw_gbps < math.inf:
+        raise ConfigError("system.lane_bw_gbps", f"must be > 0 GB/s and finite, got {system.lane_bw_gbps}")
+    latency_ns = system.link_latency_ns
+    if not (math.isfinite(latency_ns) and 1 <= round(latency_ns * 1000) <= MAX_LATENCY_PS):
+        raise ConfigError("system.link_latency_ns", f"must be 0.001 to 1e9 ns (1 ps to 1 s, as the engines allow), "
+                          f"got {latency_ns}")
+    if gpus >= MAX_NODES:  # before the checks below, which would otherwise loop over them
+        raise ConfigError("system.gpus", f"{gpus} GPUs: the engines address at most {MAX_NODES} nodes "
+                          "(GPUs and switches)")
     if kind == "dgx":
         planes = _positive_int(system.switches, "system.switches")
+        _check_size(gpus + planes, gpus * planes, "system.switches")
         lanes = list(system.lanes_per_switch)
         if len(lanes) != planes or any((not isinstance(x, int)) or x <= 0 for x in lanes):
             raise ConfigError("system.lanes_per_switch",
                               f"needs {planes} positive integers (one per switch), got {lanes}")
+    b = _Builder(system.name, round(system.link_latency_ns * 1000), float(system.lane_bw_gbps))
+    gpu_ids = [b.node(pb.NODE_GPU, f"gpu{g}") for g in range(gpus)]
+
+    if kind == "dgx":
         sw = [b.node(pb.NODE_SWITCH, f"sw{s}") for s in range(planes)]
         for g in gpu_ids:  # GPU port s -> switch plane s; switch port g -> GPU g
             for s in range(planes):
@@ -85,6 +108,8 @@ def build(system) -> "pb.Topology":
         gpu_lanes = sum(system.lanes_per_switch)
         up = _positive_int(system.uplink_lanes, "system.uplink_lanes")
         spines = system.spines or max(1, -(-per_leaf * gpu_lanes // up))
+        built = spines if leaves > 1 else 0
+        _check_size(gpus + leaves + built, gpus + leaves * built, "system.spines")
         leaf_ids = [b.node(pb.NODE_SWITCH, f"leaf{l}") for l in range(leaves)]
         spine_ids = [b.node(pb.NODE_SWITCH, f"spine{s}") for s in range(spines)] if leaves > 1 else []
         for g in gpu_ids:

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import fuzz  # noqa: E402
+from harness.fuzz import overrides_target  # noqa: E402
 from harness.fuzz.targets import all_targets  # noqa: E402
 
 
@@ -39,6 +40,8 @@ def main() -> int:
             chunk_seed += 1
             total.merge(part)
             print(total.line(), flush=True)
+        if name == "overrides":
+            print(overrides_target.stats_line(), flush=True)
         for f in total.findings:
             print(f"  FINDING {f}")
         failed |= bool(total.findings)

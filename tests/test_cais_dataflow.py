@@ -117,14 +117,3 @@ def test_bad_coordination_values_are_rejected():
         _lower("cais", "inference", "sublayer_l1", "scheme.pre_launch_sync=maybe")
     assert "scheme.pre_launch_sync" in str(e.value)
 
-
-def test_a_shard_that_is_not_whole_row_blocks_is_a_config_error():
-    """Fig 17's 32-GPU LLaMA gives each GPU 288 token rows: CAIS's per-128-row-block flags cannot
-    cover them, and the run must say so in one line instead of a traceback."""
-    from harness.errors import ConfigError
-
-    cfg = compose("model=llama_7b_32gpu", "system=dgx_h100_half", "system.gpus=32", "scheme=cais")
-    spec = schemes.get("cais")
-    graph = build(from_config(cfg.model), "inference", "sublayer_l1", spec.partition, 32)
-    with pytest.raises(ConfigError, match=r"scheme: cais needs .* whole 128-row blocks; .* 288 rows"):
-        spec.lower(graph, Target(32, SMS, False), schemes.params_from_config(spec, cfg.scheme))

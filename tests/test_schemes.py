@@ -73,7 +73,17 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
     return out
 
 
-def cais_base_bytes(phase: str, workload: str, compiled: bool = True) -> dict[str, int]:
+def _row_blocks(rows: int) -> int:
+    """128-row blocks of a shard, the last one partial (model=tiny_edge)."""
+    return -(-rows // 128)
+
+
+def _tile_plan(M: int, N: int, K: int):
+    """The AG-GEMM's tiles: whole shards plan their tiles to divide them, a partial one 128 rows."""
+    return plan(M, N, K, 66, M // G if M // G % 128 == 0 else 128)
+
+
+def cais_base_bytes(phase: str, workload: str, compiled: bool = True, model: tuple[str, ...] = BASE) -> dict[str, int]:
     """CAIS-Base (spec 1.6) summed over the GPUs. GEMM-RS: every GPU sends the (N-1)/N of its
     partial that others own, (N-1) D in all, as red.cais or plain red (the merge happens beyond
     the GPUs' links). AG-GEMM: each A line is asked for by the N-1 GPUs that do not own it; merged
@@ -82,7 +92,7 @@ def cais_base_bytes(phase: str, workload: str, compiled: bool = True) -> dict[st
     as plain remote loads N-1 times that. A re-gather: D, or (N-1) D. Before every gather a
     barrier: N-1 flag writes of 8 B per GPU."""
     from harness.workload.graph import Collective, Gemm
-    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    g = build(from_config(compose(*model).model), phase, workload, "sp", G)
     load, copies = ("cais_ld_resp", 1) if compiled else ("read_resp", G - 1)
     out = {"cais_red": 0, "cais_ld_resp": 0, "read_resp": 0, "write": 0}
     for i, op in enumerate(g.ops):
@@ -95,20 +105,20 @@ def cais_base_bytes(phase: str, workload: str, compiled: bool = True) -> dict[st
         nxt = g.ops[i + 1] if i + 1 < len(g.ops) else None
         gx = 1
         if isinstance(nxt, Gemm) and nxt.a_gathered and nxt.deps == (op.name,):
-            gx = math.ceil(nxt.N / plan(nxt.M, nxt.N, nxt.K, 66, nxt.M // G).tn)
+            gx = math.ceil(nxt.N / _tile_plan(nxt.M, nxt.N, nxt.K).tn)
         out[load] += copies * gx * op.bytes
     return out
 
 
-def cais_bytes(phase: str, workload: str, reuse: bool = True) -> dict[str, int]:
+def cais_bytes(phase: str, workload: str, reuse: bool = True, model: tuple[str, ...] = BASE) -> dict[str, int]:
     """CAIS moves each remote line once per merge session from its owner (spec 1.6): a
     ReduceScatter's red.cais send (N-1)/N D per GPU (the owner's own partial stays local); a
     gathered tensor D leaves its owners once (ld.cais by the per-row-block copy, the reuse of
     spec A7), or with reuse=False once per column of tiles of each AG-GEMM (tile (m, n) loads its
     A rows itself) plus once for a copy the weight gradients read. Each owner flags each of its
-    128-row blocks ready to the N-1 other GPUs (8 B each)."""
+    128-row blocks ready to the N-1 other GPUs (8 B each), a partial last block too."""
     from harness.workload.graph import Collective, Gemm
-    g = build(from_config(compose(*BASE).model), phase, workload, "sp", G)
+    g = build(from_config(compose(*model).model), phase, workload, "sp", G)
     out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
     for op in g.ops:
         if not isinstance(op, Collective):
@@ -116,7 +126,7 @@ def cais_bytes(phase: str, workload: str, reuse: bool = True) -> dict[str, int]:
         if op.kind == "reduce_scatter":
             out["cais_red"] += (G - 1) * op.bytes
             continue
-        out["write"] += G * (G - 1) * 8 * (op.rows // G // 128)
+        out["write"] += G * (G - 1) * 8 * _row_blocks(op.rows // G)
         consumers = g.consumers(op.name)
         ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
         if reuse:

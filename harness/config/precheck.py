@@ -47,12 +47,13 @@ def one_line(exc: BaseException) -> str:
     return f"{key}: {detail}" if key else detail
 
 
-def sweep_points(overrides: list[str]) -> list[list[str]]:
+def sweep_points(overrides: list[str], parse=None) -> list[list[str]]:
     """Every combination of a -m command line's overrides (a,b,c / range() / choice()), as
-    Hydra's basic sweeper expands them; a plain run is one point."""
+    Hydra's basic sweeper expands them; a plain run is one point. `parse`: Hydra's
+    `parse_overrides` unless given (the fuzz target passes a cached one)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(overrides)
+    parsed = (parse or OverridesParser.create().parse_overrides)(overrides)
     axes = []
     for o in parsed:
         key = o.get_key_element()

@@ -17,6 +17,10 @@ Result sinks (`Sink.kind`):
   st_remote  partial tile written (remote store) into slot g of the owner's staging buffer
              [gpus x owner_rows, N] (FuseLib's zero-copy direct reduce-scatter);
   none       nothing stored (a consumer of the tile lives in the same block).
+A row-sharded GEMM whose shard is not whole tiles (Fig 17's 288 rows per GPU in 128-row tiles)
+gets CUTLASS's edge tiles: the grid is ceil(shard / tm) tiles per shard, so no tile straddles two
+owners, and each instruction that moves rows carries rows_in_bounds (isa.proto): the last tile
+of a shard moves only its in-bounds rows, as TMA's bounds check and a predicated epilogue do.
 After its store a block can signal a flag (`Signal`): a chunk counter on this GPU (CoCoNet's
 tile-status map) or a per-tile flag on the owner (FuseLib), so a communication kernel or the
 owner can wait for exactly the tiles it needs.
@@ -77,25 +81,59 @@ def plan(M: int, N: int, K: int, num_sms: int, row_multiple: int = 0, gpu_params
     return best[1]
 
 
+def tiles_per_shard(tm: int, shard_rows: int) -> int:
+    """Row tiles of one row shard: the last one is an edge tile when tm does not divide it."""
+    return math.ceil(shard_rows / tm)
+
+
 def _owner_terms(e, tm: int, owner_rows: int, row_bytes: int):
-    """e + (row block by's offset inside its owner's shard): by*tm*row_bytes - owner*owner_rows*row_bytes."""
-    tpo = owner_rows // tm
+    """e + (row block by's offset inside its owner's shard): (by - owner*tiles_per_shard)*tm*row_bytes."""
+    tpo = tiles_per_shard(tm, owner_rows)
     e.block_y += tm * row_bytes
-    e.quotient.add(block_y=1, divisor=tpo, scale=-owner_rows * row_bytes)
+    e.quotient.add(block_y=1, divisor=tpo, scale=-tpo * tm * row_bytes)
     return e
 
 
 def _owner(tm: int, owner_rows: int):
     a = affine(0)
-    a.quotient.add(block_y=1, divisor=owner_rows // tm, scale=1)
+    a.quotient.add(block_y=1, divisor=tiles_per_shard(tm, owner_rows), scale=1)
     return a
+
+
+def _shard_row_terms(e, tm: int, shard_rows: int, row_bytes: int):
+    """e + the first row of tile row by in a tensor of whole shards tiled per shard:
+    (by*tm + shard*(shard_rows - tiles_per_shard*tm)) rows."""
+    tpo = tiles_per_shard(tm, shard_rows)
+    e.block_y += tm * row_bytes
+    if tpo * tm != shard_rows:
+        e.quotient.add(block_y=1, divisor=tpo, scale=(shard_rows - tpo * tm) * row_bytes)
+    return e
+
+
+def rows_in_bounds(tm: int, shard_rows: int, axis: str = "by"):
+    """The in-bounds rows of tile t (the block index on `axis`) of a tensor tiled per shard:
+    shard_rows - tm*(t mod tiles_per_shard), which the engine clips to the tile; None when every
+    tile is whole."""
+    if shard_rows % tm == 0:
+        return None
+    tpo = tiles_per_shard(tm, shard_rows)
+    key = {"by": "block_y", "bx": "block_x"}[axis]
+    a = affine(shard_rows, **{axis: -tm})
+    a.quotient.add(**{key: 1}, divisor=tpo, scale=tm * tpo)
+    return a
+
+
+def _clipped(kw: dict, in_rows) -> dict:
+    if in_rows is not None:
+        kw["rows_in_bounds"] = in_rows
+    return kw
 
 
 def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: int, out: int,
          source: Source = Source(), sink: Sink = Sink(), signal: Signal | None = None,
          config: calibrated.GemmConfig | None = None, num_sms: int | None = None,
          shard: tuple[int, int] | None = None, wait: tuple | None = None,
-         w_owner_rows: int = 0) -> tuple[int, calibrated.GemmConfig]:
+         w_owner_rows: int = 0, row_shard: int = 0) -> tuple[int, calibrated.GemmConfig]:
     """Add the GEMM kernel to `b`; returns (kernel index, tile config).
 
     shard = (shard_rows, shift): the M rows of this GEMM are shard (g + shift) mod N of local A
@@ -103,7 +141,8 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     value): every block first waits for that flag (a chunk's arrival). w_owner_rows: the weights
     B [N, K] are spread over the GPUs by rows of N (GPU o holds rows [o w, (o+1) w)) and a block
     loads its B tile with plain remote loads from the GPU holding the tile's first row (LADM's
-    column placement)."""
+    column placement). row_shard: M is whole shards of this many rows (the gathered tensor of an
+    AG-GEMM): tiles never straddle two shards, edge tiles are clipped (module docstring)."""
     if shard and (source.kind != "local" or sink.kind not in ("local", "none")):
         raise ValueError(f"gemm '{name}': a shard GEMM reads and writes local buffers")
     if source.kind not in SOURCES:
@@ -111,18 +150,26 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     if sink.kind not in SINKS:
         raise ValueError(f"gemm '{name}': unknown sink '{sink.kind}'")
     sharded = [r for r in (source.owner_rows if source.kind != "local" else 0,
-                           sink.owner_rows if sink.kind in ("red_cais", "red_remote", "st_remote") else 0) if r]
+                           sink.owner_rows if sink.kind in ("red_cais", "red_remote", "st_remote") else 0,
+                           row_shard) if r]
     row_multiple = math.gcd(*sharded) if sharded else 0
     c = config or plan(M, N, K, num_sms or b.num_sms, row_multiple)
-    if row_multiple and (row_multiple % c.tm or M % c.tm):
+    edge = bool(row_multiple) and row_multiple % c.tm != 0  # the shard ends in an edge tile
+    if row_multiple and not edge and M % c.tm:
         raise ValueError(f"gemm '{name}': tile rows {c.tm} must divide the row shard {row_multiple} and M {M}")
-    gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
+    if edge and (M % row_multiple or len(set(sharded)) > 1 or shard):
+        raise ValueError(f"gemm '{name}': edge tiles of {c.tm} rows need M {M} in whole shards of one size "
+                         f"(got {sorted(set(sharded))}) and no ring shard")
+    tpo = tiles_per_shard(c.tm, row_multiple) if edge else 0
+    gx, gy = math.ceil(N / c.tn), (M // row_multiple * tpo if edge else math.ceil(M / c.tm))
     ki, p = b.kernel(name, gx, gy, threads=c.threads, regs=168, smem=c.smem, cluster_ctas=c.cluster_ctas)
     kt = max(1, math.ceil(K / TK))
     lda = K * ELEM
-    a_rows, b_rows, tm_eff, tn_eff = calibrated._tile_rows(M, N, c)
-    if source.kind != "local":
-        a_rows = c.tm  # a remote tile is fetched whole (no TMA multicast across GPUs)
+    in_rows = rows_in_bounds(c.tm, row_multiple) if edge else None
+    a_rows, b_rows, tm_eff, tn_eff = calibrated._tile_rows(row_multiple if edge else M, N, c)
+    if source.kind != "local" or edge:  # a remote tile is fetched whole (no TMA multicast across GPUs);
+        a_rows = c.tm                    # an edge tile's A is the whole tile clipped to its rows
+    tile_m = c.tm if edge else tm_eff  # rows a local store writes (an edge tile: clipped by in_rows)
     a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
 
     # a K step's bytes per row: 64 columns, or K spread evenly over the steps when K is not a
@@ -132,14 +179,16 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     def loads(shift: int):
         off = shift * step
         if source.kind == "local":
-            a_addr = affine(off, by=c.tm * lda, loops=(step,))
+            a_addr = _shard_row_terms(affine(off, loops=(step,)), c.tm, row_multiple, lda) if edge else \
+                affine(off, by=c.tm * lda, loops=(step,))
             if shard:
                 a_addr = rotated(a_addr, shard[0] * lda, b.gpus, shard[1])
-            p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=step, row_stride=lda)
+            p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=step, row_stride=lda,
+                  **_clipped({}, in_rows))
         else:
             p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
                   addr=_owner_terms(affine(off, loops=(step,)), c.tm, source.owner_rows, lda),
-                  rows=a_rows, row_bytes=step, row_stride=lda)
+                  rows=a_rows, row_bytes=step, row_stride=lda, **_clipped({}, in_rows))
         if w_owner_rows:
             peer = affine(0)
             peer.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=1)
@@ -153,33 +202,37 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
 
     if wait is not None:
         p.ins(isa.FLAG_WAIT, buffer=wait[0], addr=wait[1], value=wait[2])
-    calibrated._k_pipeline(p, c, kt, min(c.stages - 1, kt), loads, calibrated._mma_shape(M, N, c))
+    # an edge tile's mma: the mean over a shard's tiles, as the library does over M's
+    calibrated._k_pipeline(p, c, kt, min(c.stages - 1, kt), loads,
+                           calibrated._mma_shape(row_multiple if edge else M, N, c))
     ldc = N * ELEM
     if sink.kind == "local":
-        c_addr = affine(0, bx=c.tn * ELEM, by=c.tm * ldc)
+        c_addr = _shard_row_terms(affine(0, bx=c.tn * ELEM), c.tm, row_multiple, ldc) if edge else \
+            affine(0, bx=c.tn * ELEM, by=c.tm * ldc)
         if shard:
             c_addr = rotated(c_addr, shard[0] * ldc, b.gpus, shard[1])
-        p.ins(isa.ST, buffer=out, addr=c_addr, rows=tm_eff,
-              row_bytes=tn_eff * ELEM, row_stride=ldc)
+        p.ins(isa.ST, buffer=out, addr=c_addr, rows=tile_m,
+              row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
     elif sink.kind in REDUCING_SINKS:
         p.ins(REDUCING_SINKS[sink.kind], buffer=out, peer=_owner(c.tm, sink.owner_rows),
               addr=_owner_terms(affine(0, bx=c.tn * ELEM), c.tm, sink.owner_rows, ldc),
-              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc)
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
     elif sink.kind == "st_remote":  # slot g of the owner's staging buffer
         slot = sink.owner_rows * ldc
         p.ins(isa.ST_REMOTE, buffer=out, peer=_owner(c.tm, sink.owner_rows),
               addr=_owner_terms(affine(0, bx=c.tn * ELEM, g=slot), c.tm, sink.owner_rows, ldc),
-              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc)
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
     if signal is not None:
         if signal.rows_per_flag:
-            if signal.rows_per_flag % c.tm:
+            if signal.rows_per_flag % c.tm or (edge and signal.rows_per_flag != c.tm):
                 raise ValueError(f"gemm '{name}': a flag's rows {signal.rows_per_flag} must be whole tiles of {c.tm}")
             addr = affine(signal.base)
             addr.quotient.add(block_y=1, divisor=signal.rows_per_flag // c.tm, scale=8)
         elif signal.owner_local:  # tile (bx, by mod tiles-per-owner) of the owner's shard
             owner_rows = sink.owner_rows or source.owner_rows
             addr = affine(signal.base, bx=8, by=8 * gx)
-            addr.quotient.add(block_y=1, divisor=owner_rows // c.tm, scale=-8 * gx * (owner_rows // c.tm))
+            tpo = tiles_per_shard(c.tm, owner_rows)
+            addr.quotient.add(block_y=1, divisor=tpo, scale=-8 * gx * tpo)
         else:
             addr = affine(signal.base, bx=8, by=8 * gx)
         if signal.where == "local":

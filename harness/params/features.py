@@ -54,11 +54,12 @@ class CaisMergeParams:
     """CAM lookup and table update latency added to every packet the merge unit handles."""
     throttle: bool = False
     """Send THROTTLE feedback to GPUs that run ahead of their TB-group peers."""
-    throttle_ahead_entries: int = 64
+    throttle_ahead_entries: int = 16
     """A GPU is throttled for a group when it has joined more than this many live entries of
-    that group that still wait for its peers."""
-    throttle_resume_entries: int = 32
-    """The throttle is lifted when that count falls to this value or below (< ahead)."""
+    that group that still wait for its peers (per switch). Spec A16's theta_hi: 16 entries (2 KB)."""
+    throttle_resume_entries: int = 8
+    """The throttle is lifted when that count falls to this value or below (< ahead). Spec A16's
+    theta_lo: 8 entries."""
     throttle_hold_ns: float = 2000.0
     """How long a THROTTLE asks the GPU to hold that group's mergeable requests at most (its
     ``aux``); lifted earlier (THROTTLE aux = 0) when the GPU's peers catch up; > 0."""

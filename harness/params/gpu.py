@@ -70,7 +70,17 @@ class GpuParams:
     hbm_bw_gbps: float = 3350.0
     """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
     max_outstanding_per_sm: int = 256
-    """Remote (NVLink) requests one SM keeps in flight before it stalls."""
+    """Remote (NVLink) requests one SM keeps in flight before it stalls: loads (ld.remote,
+    ld.cais, multimem.ld_reduce) and flag writes, and stores too when posted_stores is false."""
+    posted_stores: bool = True
+    """SM stores to NVLink (st.remote, multimem.st, multimem.red) are posted: they hold none of the
+    max_outstanding_per_sm slots. An SM's store line enters its NVLink port only while the port's
+    request VCs have credits for it beyond the store flits already waiting there (credit back-pressure
+    from the network, net.vc_depth_flits); otherwise the SM waits for credits. Their acks still
+    complete the instruction (a `wait` on it, NCCL's fence) and are counted. Basis: one CTA writes
+    42-44 GB/s to a peer GPU (harness/data/measured/h200x2_p2p_ctas.csv, docs/MEASUREMENTS.md
+    "NVLink writes from N CTAs"), above the ~27 GB/s that 256 slots per ~1.2 us round trip
+    allow, and 8 CTAs fill the link. false: stores hold a slot until acked."""
     dma_max_outstanding: int = 4096
     """Remote requests the copy engine keeps in flight. A copy-engine peer copy on an HGX H100
     reaches 380 GB/s one way (p2pBandwidthLatencyTest, which uses the copy engines: NVIDIA/nccl

@@ -15,6 +15,9 @@ compiler (harness.compiler) turns their GPU-invariant remote accesses into .cais
   to ld.cais too.
 scheme.compile=false keeps the source form (plain remote loads and reductions, unmerged): the
 baseline of the traffic claim (N-1 = 7x the remote-load bytes at 8 GPUs).
+A shard that is not whole 128-row tiles ends in an edge tile (harness.kernels.gemm): the GEMMs
+clip it, the re-gather clips its last block per owner, and the arrival wait of that tile row
+expects its fewer bytes (flag.wait wait_for).
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from harness.compiler import Coordination, compile_cais
 from harness.gpu.isa_text import isa
 from harness.kernels.builder import affine
 from harness.kernels.flags import barrier
-from harness.kernels.gemm import Sink, Source, plan
+from harness.kernels.gemm import Sink, Source, plan, rows_in_bounds
+from harness.schemes.cais_dataflow import BLOCK_ROWS, block_count
 from harness.schemes import SchemeParams, register
 from harness.schemes.lowering import Lowering
 from harness.workload.graph import Collective, Gemm
@@ -66,20 +70,25 @@ class CaisBaseLowering(Lowering):
         for every peer's contribution to each tile row of its shard."""
         G, ldc = self.t.gpus, op.N * ELEM
         shard_rows = op.M // G
-        c = plan(op.M, op.N, op.K, self.t.num_sms, shard_rows)
+        c = plan(op.M, op.N, op.K, self.t.num_sms, shard_rows if shard_rows % BLOCK_ROWS == 0 else BLOCK_ROWS)
         gx = math.ceil(op.N / c.tn)
         tn_eff = min(c.tn, math.ceil(op.N / gx))
         if (gx - 1) * c.tn + tn_eff > op.N:
             raise ValueError(f"{op.name}: tiles of {c.tn} columns overrun the {op.N} columns of a row")
         out = self.out_of(rs)
-        regions = shard_rows // c.tm
+        if shard_rows % c.tm and c.tm != BLOCK_ROWS:
+            raise ValueError(f"{op.name}: an edge tile of {c.tm} rows (cais_base counts arrivals per {BLOCK_ROWS}-row tile)")
+        regions = math.ceil(shard_rows / c.tm)
         arrived = self.b.flags(f"{rs.name}.arrived", regions)
         buf = self.b.wl.buffers[out]
         buf.arrival_region_bytes, buf.arrival_flag_buffer = c.tm * ldc, arrived
         self.gemm(op, sink=Sink("red_remote", shard_rows), out=out, config=c)
         ki, p = self.b.kernel(f"{rs.name}.arrivals", regions, 1, threads=32, regs=32)
-        per_peer = c.tm * gx * tn_eff * ELEM  # bytes one peer's tiles put into a tile row
-        p.ins(isa.FLAG_WAIT, buffer=arrived, addr=affine(0, bx=8), value=(G - 1) * per_peer)
+        per_row = gx * tn_eff * ELEM  # bytes one peer's tiles put into a row of a tile row
+        if shard_rows % c.tm:  # the edge tile's row expects its in-bounds rows
+            p.ins(isa.FLAG_WAIT, buffer=arrived, addr=affine(0, bx=8), **block_count(shard_rows, (G - 1) * per_row, "bx"))
+        else:
+            p.ins(isa.FLAG_WAIT, buffer=arrived, addr=affine(0, bx=8), value=(G - 1) * c.tm * per_row)
         return self.launch(rs, ki)
 
     def shard_of(self, ag: Collective) -> int:
@@ -92,26 +101,35 @@ class CaisBaseLowering(Lowering):
         shard = self.shard_of(ag)
         self.tensors[ag.name] = shard
         self.barrier(ag.name)
-        return self.gemm(op, source=Source("remote", op.M // self.t.gpus), a=shard)
+        rows = op.M // self.t.gpus  # a shard that is not whole tiles: 128-row tiles, the last one an edge tile
+        c = plan(op.M, op.N, op.K, self.t.num_sms, BLOCK_ROWS) if rows % BLOCK_ROWS else None
+        return self.gemm(op, source=Source("remote", rows), a=shard, config=c)
 
     def regather(self, ag: Collective) -> int:
         """Pull every 128-row block of the tensor from its owner into a full local copy."""
         G, ldh = self.t.gpus, ag.cols * ELEM
         shard_rows = ag.rows // G
-        if shard_rows % GATHER_ROWS:
-            raise ValueError(f"{ag.name}: shard of {shard_rows} rows is not whole {GATHER_ROWS}-row blocks")
-        per_owner = shard_rows // GATHER_ROWS
+        per_owner = math.ceil(shard_rows / GATHER_ROWS)  # the last one partial when GATHER_ROWS does not divide
         shard = self.shard_of(ag)
         full = self.tensor(ag.name, ag.bytes)
         self.barrier(ag.name)
-        ki, p = self.b.kernel(f"{ag.name}.gather", ag.rows // GATHER_ROWS, 1, threads=128, regs=32)
+        ki, p = self.b.kernel(f"{ag.name}.gather", G * per_owner, 1, threads=128, regs=32)
         block = GATHER_ROWS * ldh
         owner = affine(0)
         owner.quotient.add(block_x=1, divisor=per_owner, scale=1)
         src = affine(0, bx=block)  # block bx's place in its owner's shard
         src.quotient.add(block_x=1, divisor=per_owner, scale=-per_owner * block)
-        p.ins(isa.LD_REMOTE, buffer=shard, addr=src, peer=owner, rows=1, row_bytes=block, reg=R_ROWS)
-        p.ins(isa.ST, buffer=full, addr=affine(0, bx=block), rows=1, row_bytes=block, reg=R_ROWS)
+        in_rows = rows_in_bounds(GATHER_ROWS, shard_rows, axis="bx")
+        if in_rows is None:  # whole blocks: one contiguous run each
+            p.ins(isa.LD_REMOTE, buffer=shard, addr=src, peer=owner, rows=1, row_bytes=block, reg=R_ROWS)
+            p.ins(isa.ST, buffer=full, addr=affine(0, bx=block), rows=1, row_bytes=block, reg=R_ROWS)
+        else:  # row by row, so that the owner's partial last block is clipped to its rows
+            dst = affine(0, bx=block)
+            dst.quotient.add(block_x=1, divisor=per_owner, scale=(shard_rows - per_owner * GATHER_ROWS) * ldh)
+            p.ins(isa.LD_REMOTE, buffer=shard, addr=src, peer=owner, rows=GATHER_ROWS, row_bytes=ldh, row_stride=ldh,
+                  reg=R_ROWS, rows_in_bounds=in_rows)
+            p.ins(isa.ST, buffer=full, addr=dst, rows=GATHER_ROWS, row_bytes=ldh, row_stride=ldh, reg=R_ROWS,
+                  rows_in_bounds=in_rows)
         return self.launch(ag, ki)
 
 

@@ -29,6 +29,11 @@ W_AG) of the SMs, the engine cannot re-partition at run time) measured slower on
 (docs/SCHEMES.md), so it is not used. The consumer and the gathers use the producer's
 home-interleaved row order.
 
+A shard that is not whole row blocks (Fig 17: 288 rows per GPU = 2 x 128 + 32) ends in a partial
+row block: the GEMMs' tiles are 128 rows, laid out per owner with a clipped edge tile (the
+library GEMM's edge tiles, harness.kernels.gemm), the gathers clip their last block the same
+way, and the gates wait for the partial block's own count of bytes (flag.wait wait_for).
+
 Gathers that feed something other than an AG-GEMM (the weight-gradient GEMMs' re-gathers and
 gathered output gradients) are copy kernels that ld.cais each row block once from its owner.
 """
@@ -43,7 +48,7 @@ from harness.gpu.isa_text import isa
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels.builder import affine
 from harness.kernels.flags import signal_peers
-from harness.kernels.gemm import Signal, Sink, Source, plan
+from harness.kernels.gemm import Signal, Sink, Source, plan, rows_in_bounds
 from harness.schemes import SchemeParams
 from harness.schemes.lowering import Lowering
 from harness.workload.graph import Collective, Gemm, Graph, Norm, Op
@@ -72,6 +77,20 @@ class CaisParams(SchemeParams):
     requester's L2 keeping remote lines across a row of tiles gives (spec A7; the engine keeps
     no remote lines in L2). False: every AG-GEMM tile ld.cais's its own A rows, so the gathered
     tensor leaves its owners once per column of tiles (A7's sensitivity)."""
+
+
+def block_count(shard_rows: int, per_row: int, axis: str = "by") -> dict:
+    """flag.wait fields for the count a row block of a shard reaches: per_row x its rows, which
+    are BLOCK_ROWS except in a partial last block (the block index on `axis`, R blocks):
+    last + (BLOCK_ROWS - last) x [block < R - 1], with [block < R - 1] = floor((2R - 2 - block) / R)."""
+    R = math.ceil(shard_rows / BLOCK_ROWS)
+    last = shard_rows - (R - 1) * BLOCK_ROWS
+    if last == BLOCK_ROWS:
+        return {"value": per_row * BLOCK_ROWS}
+    a = affine(per_row * last)
+    a.quotient.add(base=2 * R - 2, **{"block_x" if axis == "bx" else "block_y": -1}, divisor=R,
+                   scale=per_row * (BLOCK_ROWS - last))
+    return {"value_of_block": a}
 
 
 class CaisLowering(Lowering):
@@ -115,10 +134,19 @@ class CaisLowering(Lowering):
         return tuple(sorted({li for d in op.deps for li in self.done.get(d, ())}))
 
     def row_blocks(self, name: str, rows: int) -> int:
-        if rows % BLOCK_ROWS:  # the ready flags and arrival counters are per 128-row block
-            raise ConfigError("scheme", f"{self.scheme} needs each GPU's shard of the tokens in whole "
-                              f"{BLOCK_ROWS}-row blocks; {name} has {rows} rows (model tokens / system.gpus)")
-        return rows // BLOCK_ROWS
+        """Row blocks of a shard of `rows` rows, the last one partial when BLOCK_ROWS does not divide it."""
+        if rows <= 0:
+            raise ConfigError("scheme", f"{self.scheme} needs at least one token row per GPU; {name} has {rows} "
+                              "rows (model tokens / system.gpus)")
+        return math.ceil(rows / BLOCK_ROWS)
+
+    def tiles(self, op: Gemm):
+        """Tile shape of a GEMM over row shards: tile rows divide a row block (a shard that is not
+        whole blocks gets 128-row tiles whose last one per shard is an edge tile)."""
+        c = plan(op.M, op.N, op.K, self.t.num_sms, BLOCK_ROWS)
+        if (op.M // self.t.gpus) % BLOCK_ROWS and c.tm != BLOCK_ROWS:
+            raise ConfigError("scheme", f"{self.scheme}: {op.name} has no {BLOCK_ROWS}-row tile for its partial row block")
+        return c
 
     def waiter(self, name: str, blocks: int):
         ki, p = self.b.kernel(name, 1, blocks, threads=32, regs=32)
@@ -136,7 +164,7 @@ class CaisLowering(Lowering):
         arrivals = self.b.flags(f"{rs.name}.arrived", R)
         buf = self.b.wl.buffers[out]
         buf.arrival_region_bytes, buf.arrival_flag_buffer = BLOCK_ROWS * ldc, arrivals
-        c = plan(op.M, op.N, op.K, sms, math.gcd(owner_rows, BLOCK_ROWS))
+        c = self.tiles(op)
         gx = math.ceil(op.N / c.tn)
         tiles = self.b.flags(f"{op.name}.tiles", G * R)  # this GPU's finished tiles per row block
         a = self.tensor(f"{op.name}.saved_act", op.M * op.K * ELEM) if op.wgrad else self.input_of(op, op.M * op.K * ELEM)
@@ -154,7 +182,7 @@ class CaisLowering(Lowering):
         self.done[op.name] = launches
         ki, p = self.waiter(f"{rs.name}.gate", R)  # row block by of this GPU's shard
         p.ins(isa.FLAG_WAIT, buffer=tiles, addr=affine(0, g=8 * R, by=8), value=gx * (BLOCK_ROWS // c.tm))
-        p.ins(isa.FLAG_WAIT, buffer=arrivals, addr=affine(0, by=8), value=(G - 1) * BLOCK_ROWS * ldc)
+        p.ins(isa.FLAG_WAIT, buffer=arrivals, addr=affine(0, by=8), **block_count(owner_rows, (G - 1) * ldc))
         gate = self.launch(rs, ki, self.stream(PRIO_GATE), after=after)
         self.done[rs.name] = (gate,)
         self.chain_after[rs.name] = after
@@ -208,6 +236,11 @@ class CaisLowering(Lowering):
         ldh = ag.cols * ELEM
         chunk = math.gcd(ldh, GATHER_ROW_BYTES)
         full = self.tensor(ag.name, ag.bytes)
+        shard_rows = ag.rows // G
+        in_rows = rows_in_bounds(BLOCK_ROWS, shard_rows)  # the partial last block of each owner
+        dst = affine(0, bx=chunk, by=BLOCK_ROWS * ldh)  # block by's first row in the gathered tensor
+        if in_rows is not None:
+            dst.quotient.add(block_y=1, divisor=R, scale=(shard_rows - R * BLOCK_ROWS) * ldh)
 
         def build(load_kind, _reduce):
             ki, p = self.b.kernel(f"{ag.name}.gather", ldh // chunk, G * R, threads=128, regs=32)
@@ -215,9 +248,9 @@ class CaisLowering(Lowering):
             peer.quotient.add(block_y=1, divisor=R, scale=1)
             addr.quotient.add(block_y=1, divisor=R, scale=-R * BLOCK_ROWS * ldh)
             op = {"cais": isa.LD_CAIS, "remote": isa.LD_REMOTE}[load_kind]
-            p.ins(op, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1)
-            p.ins(isa.ST, buffer=full, addr=affine(0, bx=chunk, by=BLOCK_ROWS * ldh), rows=BLOCK_ROWS, row_bytes=chunk,
-                  row_stride=ldh, reg=1)
+            clip = {"rows_in_bounds": in_rows} if in_rows is not None else {}
+            p.ins(op, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1, **clip)
+            p.ins(isa.ST, buffer=full, addr=dst, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1, **clip)
             return ki
         ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = G  # row block r of every owner, then r + 1
@@ -231,13 +264,14 @@ class CaisLowering(Lowering):
         (reuse_remote_rows), else loaded by the tile itself with ld.cais from the owner."""
         ag = self.g.op(op.deps[0])
         owner_rows = op.M // self.t.gpus
-        c = plan(op.M, op.N, op.K, self.t.num_sms, math.gcd(owner_rows, BLOCK_ROWS))
+        c = self.tiles(op)
         w, out = self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
         if self.reuse:
             if self.done[ag.name] == (self.ag_gate[ag.name],):
                 self.gather(ag)
             (ready,) = self.done[ag.name]
-            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.tensors[ag.name], w=w, out=out, config=c)
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.tensors[ag.name], w=w, out=out, config=c,
+                                     row_shard=owner_rows)
         else:
             ready = self.ag_gate[ag.name]
 

@@ -250,7 +250,11 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
 void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) {
   Tb& tb = ctx_.sched->tb(tbi);
   const std::uint64_t off = static_cast<std::uint64_t>(eval(tb, ins.addr()));
-  const std::uint32_t rows = std::max<std::uint32_t>(1, ins.rows());
+  const std::uint32_t rows = tile_rows(ins, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank), tb.loops.data(), tb.depth);
+  if (rows == 0) {  // an edge tile wholly out of bounds: nothing to move
+    add_local(tbi, ctx_.now());
+    return;
+  }
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * ins.row_bytes();
   const bool dma = is_dma(ins.op());
   const bool accumulate = ins.op() == isa::DMA_REDUCE || ins.op() == isa::DMA_PUSH_REDUCE;
@@ -308,7 +312,8 @@ bool BlockExecutor::exec_wait(std::uint32_t tbi, const isa::Instr& ins) {
 bool BlockExecutor::exec_flag_wait(std::uint32_t tbi, const isa::Instr& ins) {
   Tb& tb = ctx_.sched->tb(tbi);
   const std::uint64_t key = ctx_.wl.buffers()[ins.buffer()].base + static_cast<std::uint64_t>(eval(tb, ins.addr()));
-  if (ctx_.flags->reached(key, ins.value())) {
+  const std::int64_t threshold = ins.has_value_of_block() ? eval(tb, ins.value_of_block()) : ins.value();
+  if (ctx_.flags->reached(key, threshold)) {
     if (tb.wait_since) flag_wait_ns_.add(static_cast<double>(ctx_.now() - tb.wait_since) / 1000.0);
     tb.wait_since = 0;
     ++tb.pc;

@@ -37,6 +37,8 @@ bool NvlinkPorts::init() {
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
+  post_reserved_.assign(out_.size(), 0);
+  post_first_.assign(out_.size(), 1);
   min_vc_flits_ = ~0u;
   for (const auto& o : out_)
     if (o.connected()) min_vc_flits_ = std::min(min_vc_flits_, o.credits(0));
@@ -49,11 +51,22 @@ void NvlinkPorts::enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls)
   pump(port);
 }
 
+bool NvlinkPorts::post_room(std::uint32_t port, std::uint32_t flits) const {
+  const OutputChannel& ch = out_[port];
+  const VcRange r = vcs_of_[kPost];
+  std::uint64_t free = 0;
+  for (std::uint32_t vc = r.first; vc < r.first + r.count; ++vc) free += ch.credits(vc);
+  return post_reserved_[port] + flits <= free;
+}
+
 void NvlinkPorts::pump(std::uint32_t port) {
   Sim& sim = ctx_.sim;
   OutputChannel& ch = out_[port];
   if (!ch.idle_at(sim.now())) return;  // a kPortFree event is pending
-  for (std::uint32_t cls : {kResp, kPost, kReq}) {
+  // Responses first; requests and posted writes take turns, so that neither class's stream
+  // (a store's lines, a load's requests) starves the other.
+  const bool post_first = post_first_[port];
+  for (std::uint32_t cls : {kResp, post_first ? kPost : kReq, post_first ? kReq : kPost}) {
     auto& q = queues_[port][cls];
     if (q.empty()) continue;
     const VcRange r = vcs_of_[cls];
@@ -73,6 +86,11 @@ void NvlinkPorts::pump(std::uint32_t port) {
     const std::uint64_t tag = p.tag;
     tx_bytes_[type] += p.payload_bytes;
     tx_packets_[type] += p.lines;
+    if (cls != kResp) post_first_[port] = cls == kReq;
+    if ((tag & kPostedStoreTag) && cls == kPost) {
+      if (post_reserved_[port] < p.flits) throw InvariantError(ctx_.name() + ": posted store flits not reserved");
+      post_reserved_[port] -= p.flits;
+    }
     const TimePs free_at = ch.transmit(sim, ctx_.self, h, vc);
     ctx_.schedule(free_at, kPortFree, 0, port);
     // Posted requests (red.cais) are complete once on the wire.
@@ -89,6 +107,7 @@ void NvlinkPorts::on_credit(PacketHandle h) {
   out_[port].return_credits(p.vc, p.count);
   sim.packets().release(h);
   pump(port);
+  ctx_.remote->resume_posted(port);  // SMs whose stores wait for this port's credits
 }
 
 void NvlinkPorts::receive(PacketHandle h) {
@@ -105,6 +124,8 @@ void NvlinkPorts::receive(PacketHandle h) {
 void NvlinkPorts::check_drained() const {
   for (const auto& o : out_)
     if (o.connected() && !o.all_credits_home()) throw InvariantError(ctx_.name() + ": credits not returned at end of run");
+  for (std::uint64_t f : post_reserved_)
+    if (f) throw InvariantError(ctx_.name() + ": posted store flits reserved but never sent at end of run");
 }
 
 }  // namespace cais::gpu

@@ -16,6 +16,7 @@ namespace cais::gpu {
 RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
   queues_.resize(ctx.cfg.num_sms + 1);
   cap_waiting_.assign(queues_.size(), 0);
+  post_waiting_.assign(queues_.size(), 0);
 }
 
 void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue) {
@@ -39,13 +40,13 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   op.queue = queue;
   op.op = ins.op();
   op.group = tb.group;
-  op.rows = std::max<std::uint32_t>(1, ins.rows());
   op.row_bytes = ins.row_bytes();
   op.row_stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
   op.buffer = ins.buffer();
   op.elem_bytes = bufs[ins.buffer()].elem_bytes;
   op.value = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);
   const auto ev = [&](const isa::Affine& a) { return eval_affine(a, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth); };
+  op.rows = tile_rows(ins, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth);
   const std::uint64_t off = bufs[ins.buffer()].base + static_cast<std::uint64_t>(ev(ins.addr()));
   op.peer = static_cast<std::uint32_t>(ev(ins.peer()));
   switch (ins.op()) {
@@ -101,7 +102,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   } else if (!is_dma(ins.op())) {
     op.addr = unicast_addr(op.peer, off);
   }
-  if (op.row_bytes == 0) {  // nothing to move
+  if (op.row_bytes == 0 || op.rows == 0) {  // nothing to move (an edge tile wholly out of bounds)
     free_ops_.push_back(oi);
     op.in_use = false;
     ++tb.outstanding;
@@ -125,13 +126,23 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   IssueQueue& q = queues_[qi];
   const std::uint32_t limit = qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   while (!q.ops.empty()) {
-    if (!throttled_groups_.empty()) {
-      const RemoteOp& head = ops_[q.ops.front()];
-      const bool mergeable = head.op == isa::LD_CAIS || head.op == isa::RED_CAIS;  // not a plain red.remote
-      if (mergeable && throttled_groups_.count(head.group)) {
+    if (!throttled_groups_.empty() && held(ops_[q.ops.front()])) {
+      // A THROTTLE holds only its group's TB (spec 3.5 step 3): the first op of a group that
+      // is not held goes ahead of the held ones (a TB's ops share its group, so each TB's ops
+      // keep their order). Not while the held op has lines waiting in this queue's bulk
+      // packets: sending them short would group its lines unlike the other GPUs, and another
+      // op's lines must not join them.
+      std::size_t pick = 1;
+      if (!bulk_pending(qi))
+        while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
+      if (pick >= q.ops.size() || bulk_pending(qi)) {
         ++throttle_stalls_;
-        return;  // resumed when the group's throttle is lifted
+        return;  // resumed when a throttle is lifted
       }
+      const std::uint32_t ahead = q.ops[pick];
+      q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(pick));
+      q.ops.push_front(ahead);
+      ++throttle_bypasses_;
     }
     const std::uint32_t oi = q.ops.front();
     RemoteOp& op = ops_[oi];
@@ -144,14 +155,33 @@ void RemotePacketizer::pump(std::uint32_t qi) {
       }
       return;  // resumed by a response or CAIS_RED_ACK (retire_mergeable)
     }
-    const bool posted = op.type == proto::PKT_CAIS_RED;  // multimem stores complete on the switch's MM_ACK
+    const bool store = posted_store(op);
+    const bool posted = op.type == proto::PKT_CAIS_RED || store;  // red.cais: complete on the wire
     if (!posted && q.outstanding >= limit) {
       ++outstanding_stalls_;
       return;
     }
+    if (store) {
+      NvlinkPorts& ports = *ctx_.ports;
+      if (!line_flits_) line_flits_ = ports.flits(ctx_.cfg.max_packet_bytes);
+      const std::uint32_t port = next_line_port(op);
+      if (!ports.post_room(port, line_flits_)) {
+        ++post_credit_stalls_;
+        // Lines held for bulk packets go now: they hold reserved flits, which a stalled queue
+        // must not keep from the other queues (nor from itself).
+        if (bulk_lines(qi) > 1) send_all_bulk(qi, oi);
+        if (post_waiters_.empty()) post_waiters_.resize(ports.num_ports());
+        if (post_waiting_[qi] != port + 1) {  // an entry in another port's FIFO goes stale
+          post_waiting_[qi] = port + 1;
+          post_waiters_[port].push_back(qi);
+        }
+        return;  // resumed by a credit on that port (resume_posted)
+      }
+    }
     std::uint64_t addr = 0;
     std::uint32_t bytes = 0;
     next_packet(op, q, addr, bytes);
+    if (store) ctx_.ports->reserve_post(ctx_.ports->plane(addr), ctx_.ports->flits(bytes));
     if (!posted) ++q.outstanding;
     if (capped) mergeable_high_water_ = std::max(mergeable_high_water_, ++mergeable_);
     if (op.flag || bulk_lines(qi) == 1) {
@@ -161,6 +191,24 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     }
     add_line(qi, oi, addr, bytes);
     if (op.all_issued) send_all_bulk(qi, oi);
+  }
+}
+
+std::uint32_t RemotePacketizer::next_line_port(const RemoteOp& op) const {
+  const std::uint64_t a = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride + op.col;
+  return ctx_.ports->plane(a & ~31ull);  // next_packet's packet address: the sector of its first byte
+}
+
+void RemotePacketizer::resume_posted(std::uint32_t port) {
+  if (post_waiters_.empty()) return;
+  std::deque<std::uint32_t>& w = post_waiters_[port];
+  // Oldest first; a queue that stalls again goes to the back of a FIFO (its next line's port's).
+  for (std::size_t n = w.size(); n > 0 && !w.empty() && ctx_.ports->post_room(port, line_flits_); --n) {
+    const std::uint32_t qi = w.front();
+    w.pop_front();
+    if (post_waiting_[qi] != port + 1) continue;  // stale: it waits on another port now
+    post_waiting_[qi] = 0;
+    pump(qi);
   }
 }
 
@@ -204,6 +252,13 @@ void RemotePacketizer::send_bulk(std::uint32_t qi, std::uint32_t plane, std::uin
   const std::uint32_t lines = b.lines;
   b.lines = 0;
   emit(ops_[oi], oi, b.addr.data(), lines, b.line_bytes);
+}
+
+bool RemotePacketizer::bulk_pending(std::uint32_t qi) const {
+  if (bulk_.empty()) return false;  // single-line packets (or no bulk packet cut yet)
+  for (std::uint32_t plane = 0; plane < planes_; ++plane)
+    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) return true;
+  return false;
 }
 
 void RemotePacketizer::send_all_bulk(std::uint32_t qi, std::uint32_t oi) {
@@ -252,9 +307,10 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t*
   p.lines = lines;
   for (std::uint32_t i = 1; i < lines; ++i) p.more_lines[i - 1] = addrs[i];
   p.group = op.group;
-  // tag: op index (low 32 bits) | packet sequence (bits 32..61; unique per request in flight,
-  // as switches key multicast completions by (src, tag)) | flag-write bit 62.
-  p.tag = oi | ((++tag_seq_ & ((1ull << 30) - 1)) << 32) | (op.flag ? kFlagTag : 0);
+  // tag: op index (low 32 bits) | packet sequence (bits 32..60; unique per request in flight,
+  // as switches key multicast completions by (src, tag)) | posted-store bit 61 | flag-write bit 62.
+  p.tag = oi | ((++tag_seq_ & ((1ull << 29) - 1)) << 32) | (op.flag ? kFlagTag : 0) |
+          (posted_store(op) ? kPostedStoreTag : 0);
   p.inject_ps = sim.now();
   p.aux = op.aux;
   std::uint32_t cls = kReq;
@@ -330,7 +386,7 @@ void RemotePacketizer::on_response(PacketHandle h) {
     ctx_.fmem->add_loaded(p.values);
     if (op.reg) place_response(op, p);
   }
-  queues_[op.queue].outstanding -= p.lines;
+  if (!posted_store(op)) queues_[op.queue].outstanding -= p.lines;
   const std::uint32_t q = op.queue, lines = p.lines;
   const bool capped = counts_toward_cap(op);
   sim.packets().release(h);

@@ -120,6 +120,7 @@ class ProbeSwitch : public NodeComponent {
       q.tag = req.tag;
       q.group = req.group;
       q.inject_ps = req.inject_ps;
+      q.copy_lines(req);  // a bulk request is answered line for line
       q.payload_bytes = bytes;
       q.flits = flits_for(bytes, flit_, hdr_);
       q_[port].push_back(r);
@@ -184,6 +185,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.hbm_latency_ns", 400.0);
   put_i("gpu.max_outstanding_per_sm", 64);
   put_i("gpu.dma_max_outstanding", 64);
+  c.mutable_params()->operator[]("gpu.posted_stores").set_b(true);
   put_i("gpu.max_packet_bytes", 128);
   put_i("gpu.bulk_lines", 1);
   put_d("gpu.launch_skew_ns", 0.0);

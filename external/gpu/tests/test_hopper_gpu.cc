@@ -181,6 +181,55 @@ TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
   EXPECT_GT(r.stats["gpu0.finish_time"], 5e6);  // held until the throttle was lifted after 5 us
 }
 
+TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
+  // Two blocks (two TB groups) on one SM: the probe throttles block 0's group for 5 us; block 1's
+  // ld.cais, queued behind it on the SM's issue queue, goes ahead meanwhile (spec 3.5 step 3:
+  // the synchroniser stalls G's TB).
+  auto wl = one_kernel(2, 2);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1)->mutable_addr()->set_block_x(65536);
+  probe_throttles() = true;
+  seen().clear();
+  proto::Configure c = make_config(wl, 2, true);
+  (*c.mutable_params())["gpu.num_sms"].set_i(1);
+  HostedModel m;
+  auto st = run_config(m, c);
+  probe_throttles() = false;
+  std::size_t last[2] = {0, 0};
+  for (std::size_t i = 0; i < seen().size(); ++i)
+    if (seen()[i].type == proto::PKT_CAIS_LD_REQ) last[(seen()[i].addr - unicast_addr(1, 0)) / 65536] = i;
+  EXPECT_GT(st["gpu0.stall.throttled"] + st["gpu0.throttle_bypasses"], 0);
+  EXPECT_GT(st["gpu0.throttle_bypasses"], 0);
+  EXPECT_LT(last[1], last[0]);  // block 1 done before the held block 0 resumed
+  EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 1024);
+}
+
+TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {
+  // With bulk packets the held op's lines already collected wait for the rest of their packet
+  // (every GPU groups a tile's lines alike; a short packet would not match the merge entry).
+  auto wl = one_kernel(2, 2);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1)->mutable_addr()->set_block_x(65536);
+  probe_throttles() = true;
+  seen().clear();
+  proto::Configure c = make_config(wl, 2, true);
+  (*c.mutable_params())["gpu.num_sms"].set_i(1);
+  (*c.mutable_params())["gpu.bulk_lines"].set_i(4);
+  (*c.mutable_params())["gpu.max_outstanding_per_sm"].set_i(62);  // the limit stops a packet half full
+  HostedModel m;
+  auto st = run_config(m, c);
+  probe_throttles() = false;
+  std::size_t reqs = 0;
+  for (const auto& x : seen())
+    if (x.type == proto::PKT_CAIS_LD_REQ) {
+      ++reqs;
+      EXPECT_EQ(x.count, 4u * 128);  // whole packets of 4 lines only
+    }
+  EXPECT_EQ(reqs, 2u * 512 / 4);
+  EXPECT_GE(st["gpu0.throttle_packets"], 1);
+  EXPECT_GT(st["gpu0.stall.throttled"] + st["gpu0.throttle_bypasses"], 0);  // the hold did bind
+}
+
 TEST(Hopper, ThrottleHoldRunsOutWithoutALift) {
   // The merge unit sends no lift for a hold that has run out (feature_cais_merge.cc): the GPU
   // must resume by itself after the THROTTLE's aux ns, else it stays held forever.

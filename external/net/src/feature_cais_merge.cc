@@ -479,6 +479,9 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   t.st.live_bytes += bytes;
   t.st.high_water_entries = std::max(t.st.high_water_entries, t.st.live_entries);
   t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
+  const auto ki = static_cast<std::size_t>(k);
+  t.st.kind_live_entries[ki] += lines;
+  t.st.kind_high_water_entries[ki] = std::max(t.st.kind_high_water_entries[ki], t.st.kind_live_entries[ki]);
   cam_insert(addr, static_cast<std::uint32_t>(k), idx);
   ++live_;
   return idx;
@@ -496,7 +499,13 @@ void CaisMergeUnit::evict(SwitchContext& ctx, std::int32_t idx, bool timeout) {
 void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
   Entry& e = entries_[idx];
   Table& t = tables_[e.table];
-  for (std::uint32_t i = 0; i < e.lines; ++i) t.st.add_wait(static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0);
+  const std::size_t ki = e.state == State::kReduction ? 1 : 0;
+  const double wait_ns = static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0;
+  for (std::uint32_t i = 0; i < e.lines; ++i) {
+    t.st.add_wait(wait_ns);
+    t.st.kind_wait_ns[ki].add(wait_ns);
+  }
+  t.st.kind_live_entries[ki] -= e.lines;
   leave_all(ctx, e);
   unlink(idx);
   cam_erase(e.addr, static_cast<std::uint32_t>(e.state == State::kReduction ? Kind::kReduction : Kind::kLoad));
@@ -620,6 +629,11 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
     reg.counter(base + "high_water_bytes", "B", &s.high_water_bytes);
     reg.counter(base + "high_water_entries", "entries", &s.high_water_entries);
     reg.histogram(base + "wait", "ns", &s.wait_ns);
+    for (std::size_t k = 0; k < 2; ++k) {  // e.g. port5.high_water_entries_load, port5.wait_reduction.mean
+      const std::string kind = k ? "_reduction" : "_load";
+      reg.counter(base + "high_water_entries" + kind, "entries", &s.kind_high_water_entries[k]);
+      reg.histogram(base + "wait" + kind, "ns", &s.kind_wait_ns[k]);
+    }
     for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) {
       const bool last = b == MergeTableStats::kWaitBins - 1;
       const double edge = last ? MergeTableStats::kWaitBinEdgesNs[b - 1] : MergeTableStats::kWaitBinEdgesNs[b];

@@ -267,6 +267,16 @@ TEST(CaisMerge, UnlimitedTableNeverEvictsAndRecordsTheSizeEachPortNeeded) {
   EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_bins.lt_5000ns"), n0);
   EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_bins.ge_100000ns"), 0);
   EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port2.wait.mean"), 30.0);
+  // The same split by kind: port 0 held 100 reductions and 3 loads at once.
+  EXPECT_EQ(t0.kind_high_water_entries[0], 3u);
+  EXPECT_EQ(t0.kind_high_water_entries[1], n0);
+  EXPECT_EQ(t0.kind_live_entries[0] + t0.kind_live_entries[1], 0u);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.high_water_entries_load"), 3);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.high_water_entries_reduction"), n0);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_reduction.count"), n0);
+  EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port0.wait_reduction.mean"), 3000.0);
+  EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_load.count"), 3);
+  EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port0.wait_load.max"), 0.0);
 }
 
 TEST(CaisMerge, LimitedTableStillBoundedWhenUnlimitedIsOff) {

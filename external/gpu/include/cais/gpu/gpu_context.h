@@ -47,6 +47,8 @@ enum TrafficClass : std::uint32_t { kReq = 0, kResp = 1, kPost = 2 };
 
 // Tag bit of flag writes (bit 63 is reserved for switch-generated reads).
 inline constexpr std::uint64_t kFlagTag = 1ull << 62;
+// Tag bit of posted SM stores (gpu.posted_stores): their flits are reserved at the port until sent.
+inline constexpr std::uint64_t kPostedStoreTag = 1ull << 61;
 
 struct GpuContext {
   GpuContext(Sim& s, Component& c, const HopperConfig& k, const Workload& w, std::uint32_t n)

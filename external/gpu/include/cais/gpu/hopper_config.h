@@ -23,6 +23,8 @@ struct HopperConfig {
   double hbm_bytes_per_ps = 0;      // effective (peak x efficiency)
   TimePs hbm_latency_ps = 0;
   std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
+  // SM stores (st.remote, multimem.st/red) hold no load slot; the NVLink port's credits pace them.
+  bool posted_stores = true;
   std::uint32_t max_packet_bytes = 0;
   std::uint32_t bulk_lines = 1;  // lines per bulk packet (cais/packet.h)
   TimePs launch_skew_ps = 0;

@@ -3,7 +3,9 @@
 // per traffic class (requests, responses, posted writes). Each class has the VC range the
 // switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
 // (the next VC with credits for the packet), so one VC's credits do not limit a port.
-// Responses go first, then posted writes, then requests.
+// Responses go first; posted writes and requests take turns. Posted SM stores wait at the SM, not
+// here, while the port has no credits for them (post_room), so they queue no deeper than the
+// network's buffers.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -35,6 +37,12 @@ class NvlinkPorts {
   std::uint32_t min_vc_flits() const { return min_vc_flits_; }
 
   void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls);
+  // Posted SM stores (gpu.posted_stores): a store line of up to `flits` may enter `port` while
+  // the store flits waiting there plus `flits` fit the free credits of the posted class's VCs.
+  bool post_room(std::uint32_t port, std::uint32_t flits) const;
+  // A store line of `flits` cut for `port`: reserved until its packet goes on the wire.
+  void reserve_post(std::uint32_t port, std::uint32_t flits) { post_reserved_[port] += flits; }
+  std::uint64_t post_reserved(std::uint32_t port) const { return post_reserved_[port]; }
   void pump(std::uint32_t port);  // also kPortFree
   void on_credit(PacketHandle h);
   // An arriving packet enters the port's input buffer and leaves it at once (credits return).
@@ -59,6 +67,8 @@ class NvlinkPorts {
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
   std::vector<std::array<std::deque<PacketHandle>, 3>> queues_;
+  std::vector<std::uint64_t> post_reserved_;  // per port: flits of posted store lines not yet sent
+  std::vector<std::uint8_t> post_first_;      // per port: posted writes go before requests next
   std::array<std::uint64_t, 20> tx_bytes_{}, tx_packets_{}, rx_bytes_{}, rx_packets_{};
 };
 

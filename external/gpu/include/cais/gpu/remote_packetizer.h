@@ -3,8 +3,14 @@
 // engine's), and the queue's head is cut into NVLink packets: each row of the tile is cut into
 // 32 B sectors and the sectors of one gpu.max_packet_bytes line coalesce into one packet. A
 // queue keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
-// flight; posted reductions (red.cais) do not count. Responses complete packets, the last one
-// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group.
+// flight; posted reductions (red.cais) do not count, nor, with gpu.posted_stores, an SM's
+// stores (st.remote, multimem.st/red): those are paced by credits instead. Before a store line is
+// cut, its port must have credits for it beyond the store flits already waiting there
+// (NvlinkPorts::post_room); otherwise the queue sends its partial bulk packets and waits in that
+// port's FIFO until a credit returns (resume_posted). A store op still completes on
+// its acks, so a wait on it (a fence) waits for every ack. Responses complete packets, the last one
+// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group:
+// only that group's ops; the other ops of a queue go ahead of them.
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off a queue's head op collect per plane
 // (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
@@ -64,6 +70,9 @@ class RemotePacketizer {
   void hold_expired(std::uint64_t key);
   // CAIS_RED_ACK: the switch is done with `lines` of this GPU's red.cais lines.
   void on_red_ack(std::uint32_t lines);
+  // Credits came back on `port`: pump the queues whose stores wait for it, oldest first.
+  void resume_posted(std::uint32_t port);
+  std::uint64_t& post_credit_stalls() { return post_credit_stalls_; }
   std::uint64_t mergeable_outstanding() const { return mergeable_; }
   std::size_t cap_waiting() const { return cap_waiters_.size(); }
   std::uint64_t& cap_stalls() { return cap_stalls_; }
@@ -73,6 +82,7 @@ class RemotePacketizer {
   std::uint32_t live() const { return live_; }
   std::uint64_t& outstanding_stalls() { return outstanding_stalls_; }
   std::uint64_t& throttle_stalls() { return throttle_stalls_; }
+  std::uint64_t& throttle_bypasses() { return throttle_bypasses_; }
   std::uint64_t& throttles() { return throttles_; }
   Histogram& latency_ns() { return latency_ns_; }
 
@@ -87,18 +97,30 @@ class RemotePacketizer {
     std::array<std::uint64_t, kMaxBulkLines> addr{};
   };
   void pump(std::uint32_t q);
+  // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles.
+  bool held(const RemoteOp& op) const {
+    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group);
+  }
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
   bool counts_toward_cap(const RemoteOp& op) const {
     return ctx_.cfg.mergeable_cap_lines && (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && op.aux >= 2;
   }
   void retire_mergeable(std::uint64_t lines);  // a response or ack: count down, resume waiters
+  // An SM's store that is posted (gpu.posted_stores): it holds no outstanding slot.
+  bool posted_store(const RemoteOp& op) const {
+    return ctx_.cfg.posted_stores && op.queue < ctx_.cfg.num_sms && !op.flag &&
+           (op.type == proto::PKT_WRITE || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED);
+  }
+  // The port of `op`'s next line: the plane of its first byte's sector.
+  std::uint32_t next_line_port(const RemoteOp& op) const;
   // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
   void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
   // Add a cut line to its plane's bulk packet; sends it when full.
   void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
   void send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi);
   void send_all_bulk(std::uint32_t qi, std::uint32_t oi);
+  bool bulk_pending(std::uint32_t qi) const;  // lines of queue qi's head op wait in a bulk packet
   std::uint32_t bulk_lines(std::uint32_t qi);  // N for queue qi (the configured N, capped)
   void emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines, std::uint32_t bytes);
   // Functional register ops: take the register (load) or its values (store) at issue; the
@@ -121,9 +143,14 @@ class RemotePacketizer {
   std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
+  std::uint64_t throttle_bypasses_ = 0;  // ops that went ahead of a held op on their queue
   std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;
   std::deque<std::uint32_t> cap_waiters_;  // queues stalled on the cap, in stall order
   std::vector<std::uint8_t> cap_waiting_;  // per queue: in cap_waiters_
+  std::vector<std::deque<std::uint32_t>> post_waiters_;  // per port: queues waiting for its credits
+  std::vector<std::uint32_t> post_waiting_;               // per queue: 1 + the port it waits on, 0: none
+  std::uint32_t line_flits_ = 0;                          // flits of a full max_packet_bytes line
+  std::uint64_t post_credit_stalls_ = 0;
   Histogram latency_ns_;
 };
 

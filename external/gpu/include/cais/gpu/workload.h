@@ -1,6 +1,7 @@
 // The decoded tile-ISA workload (proto/isa.proto) shared by every GPU of one process: programs
 // with matched loops, buffer placement in a symmetric heap, and address helpers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,6 +79,16 @@ inline std::int64_t eval_affine(const isa::Affine& a, std::int64_t bx, std::int6
     if (v < 0) v += a.modulo();
   }
   return v;
+}
+
+// Rows a memory instruction moves for the block: `rows` (at least 1), clipped by
+// rows_in_bounds when the instruction carries it (an edge tile; may be 0).
+inline std::uint32_t tile_rows(const isa::Instr& ins, std::int64_t bx, std::int64_t by, std::int64_t g,
+                               const std::int64_t* loops, std::uint32_t depth) {
+  const std::uint32_t rows = std::max<std::uint32_t>(1, ins.rows());
+  if (!ins.has_rows_in_bounds()) return rows;
+  const std::int64_t in = eval_affine(ins.rows_in_bounds(), bx, by, g, loops, depth);
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(in, 0, rows));
 }
 
 std::uint32_t dtype_bytes(isa::DType d);

@@ -113,6 +113,9 @@ struct MergeTableStats {
   static constexpr double kWaitBinEdgesNs[kWaitBins - 1] = {10,   20,   50,    100,   200,   500,   1000,
                                                              2000, 5000, 10000, 20000, 50000, 100000};
   std::uint64_t wait_bins[kWaitBins] = {};
+  // The same split by kind (index: 0 loads, 1 reductions): which kind fills the table and waits.
+  std::uint64_t kind_live_entries[2] = {}, kind_high_water_entries[2] = {};
+  Histogram kind_wait_ns[2];
   void add_wait(double ns);
 };
 

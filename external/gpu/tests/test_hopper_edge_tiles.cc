@@ -1,0 +1,76 @@
+// Edge tiles (isa.proto Instr.rows_in_bounds / value_of_block): a row shard that is not whole
+// tiles ends in a tile whose rows past the shard's end are not moved, and the flag.wait of that
+// partial row block expects its own count. Local and remote tiles move exactly their in-bounds
+// rows; a block whose bound is 0 moves nothing; the fields are refused where they mean nothing.
+#include <gtest/gtest.h>
+
+#include "hopper_test_util.h"
+
+namespace cais::gpu {
+namespace {
+using namespace cais::gpu::test;
+
+constexpr std::uint32_t kRowBytes = 64, kTileRows = 4, kShardRows = 10;  // tiles of 4, 4, 2 rows
+
+// in_rows = kShardRows - kTileRows * bx: 10, 6, 2 (clipped to the tile's 4 rows: 4, 4, 2)
+void clip(isa::Instr* i, std::int64_t shard_rows = kShardRows) {
+  i->mutable_rows_in_bounds()->set_base(shard_rows);
+  i->mutable_rows_in_bounds()->set_block_x(-static_cast<std::int64_t>(kTileRows));
+  i->mutable_addr()->set_block_x(kTileRows * kRowBytes);
+}
+
+TEST(HopperEdgeTiles, ALocalEdgeTileStoresOnlyItsInBoundsRows) {
+  auto wl = one_kernel(1, 3, true);
+  auto* st = mem(wl, isa::ST, kTileRows, kRowBytes, kRowBytes);
+  st->set_value(2);
+  clip(st);
+  auto r = run(wl);
+  EXPECT_EQ(r.stats["gpu0.local.st_bytes"], kShardRows * kRowBytes);
+  const std::uint32_t per_row = kRowBytes / 4;
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, kShardRows * per_row - 1), 2.0);  // last in-bounds element
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, kShardRows * per_row), 0.0);      // the overhang is untouched
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.mem.X.sum"], 2.0 * kShardRows * per_row);
+}
+
+TEST(HopperEdgeTiles, ARemoteEdgeTileSendsOnlyItsInBoundsRowsAndATileWhollyOutMovesNothing) {
+  auto wl = one_kernel(2, 4, true);  // block 3's bound is 10 - 12 < 0: nothing to move
+  wl.mutable_launches(0)->add_gpus(0);
+  auto* st = mem(wl, isa::ST_REMOTE, kTileRows, kRowBytes, kRowBytes, 0, 1);
+  st->set_value(5);
+  clip(st);
+  add(wl, isa::BAR);
+  auto r = run(wl, 2, true);
+  EXPECT_EQ(r.stats["gpu0.tx.WRITE.bytes"], kShardRows * kRowBytes);
+  EXPECT_EQ(r.stats["gpu0.rx.WRITE_ACK.packets"], r.stats["gpu0.tx.WRITE.packets"]);
+  double sent = 0;
+  for (const auto& s : seen()) for (double v : s.values) sent += v;
+  EXPECT_DOUBLE_EQ(sent, 5.0 * kShardRows * kRowBytes / 4);
+}
+
+TEST(HopperEdgeTiles, AFlagWaitTakesItsBlocksThreshold) {
+  // Every block adds 1 to flag 0, then block b waits for b + 1 (value_of_block); `value` 100
+  // alone would never be reached, so the run ends only if the per-block threshold is used.
+  auto wl = one_kernel(1, 3);
+  auto* sig = add(wl, isa::FLAG_SIGNAL);
+  sig->set_value(1);
+  auto* w = add(wl, isa::FLAG_WAIT);
+  w->set_value(100);
+  w->mutable_value_of_block()->set_base(1);
+  w->mutable_value_of_block()->set_block_x(1);
+  auto r = run(wl);
+  EXPECT_GT(r.stats["end"], 0);
+}
+
+TEST(HopperEdgeTiles, TheFieldsAreRefusedWhereTheyMeanNothing) {
+  auto wl = one_kernel();
+  add(wl, isa::BAR)->mutable_rows_in_bounds()->set_base(1);
+  HostedModel m;
+  EXPECT_THROW(m.configure(make_config(wl, 1, false)), ConfigError);
+  auto wl2 = one_kernel();
+  mem(wl2, isa::ST, 1, 64, 0)->mutable_value_of_block()->set_base(1);
+  HostedModel m2;
+  EXPECT_THROW(m2.configure(make_config(wl2, 1, false)), ConfigError);
+}
+
+}  // namespace
+}  // namespace cais::gpu
