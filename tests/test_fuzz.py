@@ -217,6 +217,19 @@ def test_a_system_too_large_to_build_is_refused_at_once(overrides, message):
     assert time.perf_counter() - t0 < 1.0
 
 
+def test_a_sweep_axis_too_long_to_list_is_refused_at_once():
+    """Found by the long overrides run (a hang): -m seed=range(1,1e3094) listed values forever."""
+    import time
+
+    from harness.config.precheck import sweep_points
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"the sweep range\(1,1e3094\) has more than 100000 values"):
+        sweep_points(["seed=range(1,1e3094)", "traffic.requests_per_gpu=choice(1,2)"])
+    assert time.perf_counter() - t0 < 5.0
+    assert len(sweep_points(["seed=range(1,11)", "traffic.requests_per_gpu=choice(1,2)"])) == 20
+
+
 def precheck_compose(overrides):
     from harness.config.precheck import compose_one
 

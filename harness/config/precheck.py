@@ -20,6 +20,9 @@ NOT_A_RUN = ("--hydra-help", "--info", "--cfg", "-c", "--resolve", "--package", 
 MULTIRUN = ("-m", "--multirun")
 # Composing is cheap (~20 ms), but a sweep of thousands of points is checked by its first points only.
 MAX_POINTS_CHECKED = 256
+# Values one sweep axis may take: Hydra's sweeper lists every value of a range() before the first
+# run, so range(1,1e3094) would never start (found by fuzzing); a larger axis is refused.
+MAX_AXIS_VALUES = 100_000
 
 
 def one_line(exc: BaseException) -> str:
@@ -57,7 +60,14 @@ def sweep_points(overrides: list[str], parse=None) -> list[list[str]]:
     axes = []
     for o in parsed:
         key = o.get_key_element()
-        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        if o.is_sweep_override():
+            values = list(itertools.islice(o.sweep_string_iterator(), MAX_AXIS_VALUES + 1))
+            if len(values) > MAX_AXIS_VALUES:
+                text = (o.input_line or "").partition("=")[2] or "of this axis"
+                raise ConfigError(key, f"the sweep {text} has more than "
+                                       f"{MAX_AXIS_VALUES} values (at most {MAX_AXIS_VALUES} per axis)")
+        else:
+            values = [o.get_value_element_as_str()]
         axes.append([f"{key}={v}" for v in values])
     return [list(p) for p in itertools.islice(itertools.product(*axes), MAX_POINTS_CHECKED)]
 
