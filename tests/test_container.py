@@ -101,6 +101,8 @@ def test_reproduce_runs_as_the_caller_with_out_mounted(tmp_path):
     (image, command), options = client.containers.create.call_args
     assert command[0] == ".venv/bin/cais-sim" and "experiment=validate_kernels" in command
     assert f"out_dir={run.RESULTS_MOUNT}" in command
+    # out_dir is Hydra's run directory: a hydra.run.dir override would send results.csv elsewhere
+    assert not any(c.startswith("hydra.run.dir=") for c in command)
     assert options["user"] == f"{os.getuid()}:{os.getgid()}"
     assert options["volumes"] == {str(tmp_path.resolve()): {"bind": run.RESULTS_MOUNT, "mode": "rw"}}
     client.containers.create.return_value.remove.assert_called_once_with(force=True)

@@ -92,9 +92,8 @@ def reproduce(client, settings: RunSettings, overrides: list[str], write=_stdout
     _check_overrides(overrides)
     require_image(client, settings.image)
     out = writable_out_dir(settings.out)
-    # Hydra's own run directory would land in the (read-only) install tree otherwise.
-    extra = [] if any(o.startswith("hydra.run.dir=") for o in overrides) else ["hydra.run.dir=/tmp/hydra"]
-    command = [*SIM_COMMAND, *overrides, f"out_dir={RESULTS_MOUNT}", *extra]
+    # out_dir is also Hydra's run directory (conf/config.yaml), so nothing lands in the install tree.
+    command = [*SIM_COMMAND, *overrides, f"out_dir={RESULTS_MOUNT}"]
     code, tail = run_streamed(client, settings.image, command, write,
                               user=f"{os.getuid()}:{os.getgid()}",  # results owned by the caller
                               environment={"HOME": "/tmp"},       # the caller's uid has no home in the image
