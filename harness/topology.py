@@ -107,6 +107,9 @@ def build(system) -> "pb.Topology":
         leaves = gpus // per_leaf
         gpu_lanes = sum(system.lanes_per_switch)
         up = _positive_int(system.uplink_lanes, "system.uplink_lanes")
+        if isinstance(system.spines, bool) or not isinstance(system.spines, int) or system.spines < 0:
+            raise ConfigError("system.spines", f"must be 0 (as many as the leaves' uplinks need) or a positive "
+                              f"integer, got {system.spines!r}")
         spines = system.spines or max(1, -(-per_leaf * gpu_lanes // up))
         built = spines if leaves > 1 else 0
         _check_size(gpus + leaves + built, gpus + leaves * built, "system.spines")

@@ -217,6 +217,15 @@ def test_a_system_too_large_to_build_is_refused_at_once(overrides, message):
     assert time.perf_counter() - t0 < 1.0
 
 
+def test_a_negative_spine_count_is_refused_by_name():
+    """Before, system.spines=-3 built a fat tree whose leaves had no spines to reach each other."""
+    from harness import topology
+
+    cfg = precheck_compose(["system=fat_tree_256", "system.spines=-3"])
+    with pytest.raises(ConfigError, match=r"system\.spines: must be 0 .* or a positive integer, got -3"):
+        topology.build(cfg.system)
+
+
 def test_a_sweep_axis_too_long_to_list_is_refused_at_once():
     """Found by the long overrides run (a hang): -m seed=range(1,1e3094) listed values forever."""
     import time
