@@ -121,6 +121,9 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
   TimePs window_ps = 0;
   std::vector<FrameView> frames;
   std::vector<std::string> out_frames;
+  // Kept across windows: parsing into a cleared batch reuses its packet messages, so inbound
+  // packets cost no allocation once the batch has grown to a window's size.
+  proto::PacketBatch batch;
   try {
     for (;;) {
       if (!link.recv(frames)) return 3;  // the harness is gone
@@ -160,7 +163,6 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
           Sim& sim = model.sim();
           sim.set_window_start(adv.until_ps() > window_ps ? adv.until_ps() - window_ps : 0);
           if (frames.size() != 1 + adv.num_batches()) throw ProtocolError("batch count does not match frames");
-          proto::PacketBatch batch;
           for (std::size_t i = 1; i < frames.size(); ++i) {
             if (!batch.ParseFromArray(frames[i].data, static_cast<int>(frames[i].size)))
               throw ProtocolError("undecodable packet batch");
