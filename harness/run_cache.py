@@ -26,8 +26,11 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness.engines import engine_dir
 
-# Keys that change where or how a run reports, never what it computes.
-EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs")
+# Keys that change where or how a run reports, or how its engines are spread over processes
+# (results are partition invariant: tests/test_cosim.py, test_schemes.py), never what it computes.
+EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs", "cosim.colocate",
+                 "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport", "cosim.tcp_host",
+                 "cosim.launcher", "cosim.shm_spin_us")
 # Written by the run path itself, not by the experiment: never cached.
 NOT_CACHED = ("status.json",)
 ENV_DIR = "CAIS_CACHE_DIR"

@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from harness import REPO_ROOT
 from conftest import CAIS_SIM, compose, run_cli
@@ -63,6 +64,8 @@ def test_a_figure_runs_its_points_two_at_once_with_the_same_results(engines, tmp
         runs = [json.loads((out / str(n) / "status.json").read_text()) for n in (0, 1)]
         assert {r["status"] for r in runs} == {"ok"}
         rows[jobs] = (out / "results.csv").read_text()
+        colocated = [yaml.safe_load((out / str(n) / "config.yaml").read_text())["cosim"]["colocate"] for n in (0, 1)]
+        assert colocated == [jobs == 2] * 2  # side by side, each point's engines share one process
         if jobs == 2:
             assert runs[0]["pid"] != runs[1]["pid"]
             a, b = sorted(runs, key=lambda r: r["start_wall_s"])

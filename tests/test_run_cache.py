@@ -13,8 +13,10 @@ def test_the_key_ignores_output_paths_and_progress_but_not_inputs():
     assert run_key(compose("seed=1", "system=xbar8")) != base
 
 
-def test_the_key_ignores_how_many_points_run_at_once():
-    assert run_key(compose("seed=1", "figure.jobs=4")) == run_key(compose("seed=1"))
+def test_the_key_ignores_how_many_points_run_at_once_and_how_engines_are_spread():
+    base = run_key(compose("seed=1"))
+    assert run_key(compose("seed=1", "figure.jobs=4")) == base
+    assert run_key(compose("seed=1", "cosim.colocate=true", "cosim.gpus_per_process=1", "cosim.transport=ipc")) == base
 
 
 def test_the_code_left_out_of_the_key_exists():

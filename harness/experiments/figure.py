@@ -61,6 +61,12 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
     from hydra import compose
 
     points = sweep.grid(params, point_overrides(overrides))
+    if _workers(jobs, len(points)) > 1 and not any(o.split("=", 1)[0].lstrip("+~") == "cosim.colocate"
+                                                   for o in overrides):
+        # Points side by side, one per core: each point's engines share one process. Split engines
+        # would only add the lock-step exchange between them (docs/PERFORMANCE.md); results are the
+        # same either way (partition invariance), and the run cache does not key on it.
+        points = [[*point, "cosim.colocate=true"] for point in points]
     reporter = progress.current()
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
     labels = [" ".join(point) for point in points]
