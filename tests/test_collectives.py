@@ -43,6 +43,18 @@ def test_system_overrides_reach_every_row():
         vc.system_overrides(compose("experiment=validate_collectives", "system.name=nowhere"))
 
 
+def test_a_row_runs_the_gpus_of_its_own_system():
+    """Before, an H200 row of a run composed on dgx_h100 ran H100s (3350 GB/s HBM, the power-model
+    clock): the row's system brought its system.* keys but not its gpu.* keys."""
+    h200 = vc.row_gpu(compose("experiment=validate_collectives"), "hgx_h200_8gpu").gpu
+    assert (h200.hbm_bw_gbps, h200.clock_mhz) == (4800.0, 1620.0)
+    assert h200.bulk_lines == 1  # the experiment's own gpu.* keys stay
+    h100 = vc.row_gpu(compose("experiment=validate_collectives", "system=hgx_h200_8gpu"), "dgx_h100").gpu
+    assert (h100.hbm_bw_gbps, h100.clock_mhz) == (3350.0, 0.0)  # 0: the power model's clock
+    mine = vc.row_gpu(compose("experiment=validate_collectives", "gpu.clock_mhz=1500"), "hgx_h200_8gpu").gpu
+    assert (mine.hbm_bw_gbps, mine.clock_mhz) == (4800.0, 1500.0)  # the command line wins
+
+
 def test_a_row_may_force_the_channel_count():
     cfg = compose("experiment=validate_collectives")
     row = pd.Series({"name": "r", "op": "all_gather", "bytes": 1 << 20, "gpus": 2, "algo": "ring", "channels": 8})

@@ -44,7 +44,7 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def load_system(name: str) -> DictConfig:
-    """conf/system/<name>.yaml with its defaults chain (system.* keys only)."""
+    """conf/system/<name>.yaml with its defaults chain: its system.* and gpu.* keys."""
     path = REPO_ROOT / "conf" / "system" / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError("validate.input", f"system '{name}' has no conf/system/{name}.yaml")
@@ -53,7 +53,7 @@ def load_system(name: str) -> DictConfig:
     for parent in raw.get("defaults", []) or []:
         if isinstance(parent, str) and parent != "_self_":
             merged = OmegaConf.merge(merged, load_system(parent))
-    return OmegaConf.merge(merged, OmegaConf.create({"system": raw.get("system", {})}))
+    return OmegaConf.merge(merged, OmegaConf.create({"system": raw.get("system", {}), "gpu": raw.get("gpu", {})}))
 
 
 def system_overrides(cfg: DictConfig) -> dict[str, Any]:
@@ -78,6 +78,20 @@ def row_system(cfg: DictConfig, row: pd.Series) -> DictConfig:
                               system_overrides(cfg))
     sys_cfg.gpus = gpus
     return sys_cfg
+
+
+def row_gpu(cfg: DictConfig, system_name: str) -> DictConfig:
+    """cfg with the gpu.* keys of the row's system file (an H200 row runs H200s whatever system the
+    run composed), except where this run set a key itself: a value that differs from what the
+    composed system file (or the default) gives was set on the command line or by the experiment."""
+    from harness.params import gpu as gpu_params
+
+    defaults = {k.split(".", 1)[1]: v for k, v in gpu_params.defaults().items()}
+    own_file = OmegaConf.to_container(load_system(str(cfg.system.name)).gpu)
+    row = OmegaConf.to_container(load_system(system_name).gpu)
+    own, current = {**defaults, **own_file}, OmegaConf.to_container(cfg.gpu)
+    take = {k: row.get(k, defaults.get(k)) for k in {*own_file, *row} if current.get(k) == own.get(k)}
+    return OmegaConf.merge(cfg, {"gpu": take}) if take else cfg
 
 
 def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
@@ -145,6 +159,7 @@ def finish_us(cfg: DictConfig, st: pd.DataFrame, row: pd.Series) -> float:
 
 def simulate_row(cfg: DictConfig, row: pd.Series, stats_dir: Path | None = None) -> dict[str, Any]:
     system = row_system(cfg, row)
+    cfg = row_gpu(cfg, str(system.name))
     topo = topo_mod.build(system)
     params = row_params(cfg, row)
     opts = cosim_options(cfg)
