@@ -24,8 +24,8 @@
 // Per-GPU cap on outstanding mergeable lines (cfg.mergeable_cap_lines > 0, spec 3.5 step 3.4):
 // every line of an ld.cais / red.cais that a merge unit handles (aux >= 2) counts from the
 // moment it is cut until its response (ld.cais) or the switch's CAIS_RED_ACK (red.cais; the op
-// itself still completes when posted). A queue whose head op would take the count past the cap
-// stalls and waits in FIFO order; a response or ack resumes the waiting queues (no polling).
+// itself still completes when posted). An op that would take the count past the cap loses its
+// turn and its queue waits in FIFO order; a response or ack resumes the waiting queues (no polling).
 // With the cap, N and the ops cut at once are also capped so that the lines all SM queues hold
 // back stay below it.
 #pragma once
