@@ -7,7 +7,7 @@
 // At most `open_limit` heads are in the rotation at once (the others wait, oldest first): with
 // bulk packets an op in the rotation may hold lines back in partly filled packets, and the lines
 // all of them hold back must stay below the outstanding limit (remote_packetizer.cc).
-// No allocation once the vectors have grown to the queue's largest population.
+// Its bookkeeping changes per op, never per line: nothing is allocated on the line path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
