@@ -55,7 +55,7 @@ void HopperGpu::register_stats() {
   st.value(n + ".l2.bytes", "B", [this] { return static_cast<double>(mem_.l2().bytes); });
   st.counter(n + ".stall.outstanding_limit", "events", &remote_.outstanding_stalls());
   st.counter(n + ".stall.throttled", "events", &remote_.throttle_stalls());
-  st.counter(n + ".throttle_bypasses", "ops", &remote_.throttle_bypasses());
+  st.counter(n + ".throttle_bypasses", "turns", &remote_.throttle_bypasses());
   st.counter(n + ".stall.post_credits", "events", &remote_.post_credit_stalls());
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
   if (cfg_.mergeable_cap_lines) {  // net.cais_merge.outstanding_cap

@@ -16,7 +16,6 @@ namespace cais::gpu {
 RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
   queues_.resize(ctx.cfg.num_sms + 1);
   cap_waiting_.assign(queues_.size(), 0);
-  post_waiting_.assign(queues_.size(), 0);
 }
 
 void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue) {
@@ -33,8 +32,10 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   }
   RemoteOp& op = ops_[oi];
   std::vector<double> keep = std::move(op.data);  // a register store's buffer keeps its capacity
+  std::vector<BulkLines> keep_bulk = std::move(op.bulk);
   op = RemoteOp{};
   op.data = std::move(keep);
+  op.bulk = std::move(keep_bulk);
   op.in_use = true;
   op.tb = tbi;
   op.queue = queue;
@@ -118,177 +119,9 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   ++live_;
   ++tb.outstanding;
   if (loads_register(ins.op())) ++tb.remote_loads;
-  queues_[queue].ops.push_back(oi);
+  // An SM's queue: one stream per block (its warps); the copy engine serves its ops in order.
+  queues_[queue].push(oi, queue == ctx_.cfg.num_sms ? 0 : tbi);
   pump(queue);
-}
-
-void RemotePacketizer::pump(std::uint32_t qi) {
-  IssueQueue& q = queues_[qi];
-  const std::uint32_t limit = qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
-  while (!q.ops.empty()) {
-    if (!throttled_groups_.empty() && held(ops_[q.ops.front()])) {
-      // A THROTTLE holds only its group's TB (spec 3.5 step 3): the first op of a group that
-      // is not held goes ahead of the held ones (a TB's ops share its group, so each TB's ops
-      // keep their order). Not while the held op has lines waiting in this queue's bulk
-      // packets: sending them short would group its lines unlike the other GPUs, and another
-      // op's lines must not join them.
-      std::size_t pick = 1;
-      if (!bulk_pending(qi))
-        while (pick < q.ops.size() && held(ops_[q.ops[pick]])) ++pick;
-      if (pick >= q.ops.size() || bulk_pending(qi)) {
-        ++throttle_stalls_;
-        return;  // resumed when a throttle is lifted
-      }
-      const std::uint32_t ahead = q.ops[pick];
-      q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(pick));
-      q.ops.push_front(ahead);
-      ++throttle_bypasses_;
-    }
-    const std::uint32_t oi = q.ops.front();
-    RemoteOp& op = ops_[oi];
-    const bool capped = counts_toward_cap(op);
-    if (capped && mergeable_ >= ctx_.cfg.mergeable_cap_lines) {
-      ++cap_stalls_;
-      if (!cap_waiting_[qi]) {
-        cap_waiting_[qi] = 1;
-        cap_waiters_.push_back(qi);
-      }
-      return;  // resumed by a response or CAIS_RED_ACK (retire_mergeable)
-    }
-    const bool store = posted_store(op);
-    const bool posted = op.type == proto::PKT_CAIS_RED || store;  // red.cais: complete on the wire
-    if (!posted && q.outstanding >= limit) {
-      ++outstanding_stalls_;
-      return;
-    }
-    if (store) {
-      NvlinkPorts& ports = *ctx_.ports;
-      if (!line_flits_) line_flits_ = ports.flits(ctx_.cfg.max_packet_bytes);
-      const std::uint32_t port = next_line_port(op);
-      if (!ports.post_room(port, line_flits_)) {
-        ++post_credit_stalls_;
-        // Lines held for bulk packets go now: they hold reserved flits, which a stalled queue
-        // must not keep from the other queues (nor from itself).
-        if (bulk_lines(qi) > 1) send_all_bulk(qi, oi);
-        if (post_waiters_.empty()) post_waiters_.resize(ports.num_ports());
-        if (post_waiting_[qi] != port + 1) {  // an entry in another port's FIFO goes stale
-          post_waiting_[qi] = port + 1;
-          post_waiters_[port].push_back(qi);
-        }
-        return;  // resumed by a credit on that port (resume_posted)
-      }
-    }
-    std::uint64_t addr = 0;
-    std::uint32_t bytes = 0;
-    next_packet(op, q, addr, bytes);
-    if (store) ctx_.ports->reserve_post(ctx_.ports->plane(addr), ctx_.ports->flits(bytes));
-    if (!posted) ++q.outstanding;
-    if (capped) mergeable_high_water_ = std::max(mergeable_high_water_, ++mergeable_);
-    if (op.flag || bulk_lines(qi) == 1) {
-      ++op.pending;
-      emit(op, oi, &addr, 1, bytes);
-      continue;
-    }
-    add_line(qi, oi, addr, bytes);
-    if (op.all_issued) send_all_bulk(qi, oi);
-  }
-}
-
-std::uint32_t RemotePacketizer::next_line_port(const RemoteOp& op) const {
-  const std::uint64_t a = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride + op.col;
-  return ctx_.ports->plane(a & ~31ull);  // next_packet's packet address: the sector of its first byte
-}
-
-void RemotePacketizer::resume_posted(std::uint32_t port) {
-  if (post_waiters_.empty()) return;
-  std::deque<std::uint32_t>& w = post_waiters_[port];
-  // Oldest first; a queue that stalls again goes to the back of a FIFO (its next line's port's).
-  for (std::size_t n = w.size(); n > 0 && !w.empty() && ctx_.ports->post_room(port, line_flits_); --n) {
-    const std::uint32_t qi = w.front();
-    w.pop_front();
-    if (post_waiting_[qi] != port + 1) continue;  // stale: it waits on another port now
-    post_waiting_[qi] = 0;
-    pump(qi);
-  }
-}
-
-std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
-  const bool dma = qi == ctx_.cfg.num_sms;
-  std::uint32_t& n = bulk_cap_[dma ? 1 : 0];
-  if (n) return n;
-  n = ctx_.cfg.bulk_lines;
-  if (n > 1) {
-    NvlinkPorts& ports = *ctx_.ports;
-    planes_ = ports.num_ports();
-    const std::uint32_t limit = dma ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
-    // Lines held back (at most planes x (N-1)) must leave one request in flight to pump again.
-    n = std::min(n, (limit - 1) / std::max<std::uint32_t>(1, planes_) + 1);
-    n = std::min(n, std::max<std::uint32_t>(1, ports.min_vc_flits() / ports.flits(ctx_.cfg.max_packet_bytes)));
-    // Mergeable lines held back by all SM queues (< num_sms x planes x N) must stay below the
-    // per-GPU cap, so that a stalled GPU always has lines in flight whose acks resume it.
-    if (!dma && ctx_.cfg.mergeable_cap_lines)
-      n = std::min(n, (ctx_.cfg.mergeable_cap_lines - 1) / (ctx_.cfg.num_sms * std::max<std::uint32_t>(1, planes_)) + 1);
-    bulk_.resize(static_cast<std::size_t>(queues_.size()) * planes_);
-  }
-  return n;
-}
-
-// A new bulk packet counts as pending for its op from its first line, so that the op cannot
-// complete while lines of it wait here.
-void RemotePacketizer::add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes) {
-  const std::uint32_t plane = ctx_.ports->plane(addr);
-  Bulk& b = bulk_[static_cast<std::size_t>(qi) * planes_ + plane];
-  if (b.lines && b.line_bytes != bytes) send_bulk(qi, plane, oi);
-  if (b.lines == 0) {
-    ++ops_[oi].pending;
-    b.line_bytes = bytes;
-  }
-  b.addr[b.lines++] = addr;
-  if (b.lines == bulk_lines(qi)) send_bulk(qi, plane, oi);
-}
-
-void RemotePacketizer::send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi) {
-  Bulk& b = bulk_[static_cast<std::size_t>(qi) * planes_ + plane];
-  const std::uint32_t lines = b.lines;
-  b.lines = 0;
-  emit(ops_[oi], oi, b.addr.data(), lines, b.line_bytes);
-}
-
-bool RemotePacketizer::bulk_pending(std::uint32_t qi) const {
-  if (bulk_.empty()) return false;  // single-line packets (or no bulk packet cut yet)
-  for (std::uint32_t plane = 0; plane < planes_; ++plane)
-    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) return true;
-  return false;
-}
-
-void RemotePacketizer::send_all_bulk(std::uint32_t qi, std::uint32_t oi) {
-  for (std::uint32_t plane = 0; plane < planes_; ++plane)
-    if (bulk_[static_cast<std::size_t>(qi) * planes_ + plane].lines) send_bulk(qi, plane, oi);
-}
-
-// The 32 B sectors touched in one max_packet_bytes line, across consecutive rows while they
-// stay in that line (coalescing). Pops the op off its queue when its last row is cut.
-void RemotePacketizer::next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes) {
-  const std::uint64_t line = ctx_.cfg.max_packet_bytes;
-  std::uint64_t line_no = ~0ull, mask = 0;
-  for (;;) {
-    const std::uint64_t row_start = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride;
-    const std::uint64_t a = row_start + op.col;
-    if (line_no != ~0ull && a / line != line_no) break;
-    line_no = a / line;
-    const std::uint64_t chunk_end = std::min(row_start + op.row_bytes, (line_no + 1) * line);
-    for (std::uint64_t sct = (a % line) / 32; sct <= ((chunk_end - 1) % line) / 32; ++sct) mask |= 1ull << sct;
-    op.col += static_cast<std::uint32_t>(chunk_end - a);
-    if (op.col < op.row_bytes) break;  // the row continues in the next line
-    op.col = 0;
-    if (++op.row >= op.rows) {
-      op.all_issued = true;
-      q.ops.pop_front();
-      break;
-    }
-  }
-  addr = line_no * line + 32ull * static_cast<std::uint64_t>(__builtin_ctzll(mask));
-  bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
 }
 
 // One packet of `lines` lines of `line_bytes` each at addrs[0..lines) (lines > 1: bulk).
@@ -476,35 +309,6 @@ void RemotePacketizer::place_response(const RemoteOp& op, const Packet& p) {
   packet_elements(op, p, p.payload_bytes, elems_);
   std::vector<double>& reg = ctx_.regs->values(op.tb, op.reg);
   for (std::size_t i = 0; i < elems_.size(); ++i) reg[elems_[i]] = p.values[i];
-}
-
-// No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).
-// A hold ends at THROTTLE aux = 0 or after its aux ns, whichever comes first: the switch sends
-// no lift for a hold that has run out.
-void RemotePacketizer::throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps) {
-  ++throttles_;
-  const std::uint64_t key = (static_cast<std::uint64_t>(sw) << 32) | group;
-  if (!on) return lift(key);
-  const TimePs until = ctx_.now() + hold_ps;
-  auto [it, fresh] = throttle_until_.try_emplace(key, until);
-  if (fresh) ++throttled_groups_[group];
-  it->second = until;
-  ctx_.schedule(until, kThrottleExpiry, key);
-}
-
-void RemotePacketizer::hold_expired(std::uint64_t key) {
-  auto it = throttle_until_.find(key);
-  if (it != throttle_until_.end() && it->second <= ctx_.now()) lift(key);
-}
-
-void RemotePacketizer::lift(std::uint64_t key) {
-  if (!throttle_until_.erase(key)) return;
-  const auto group = static_cast<std::uint32_t>(key);
-  if (--throttled_groups_[group] == 0) {
-    throttled_groups_.erase(group);
-    for (std::uint32_t q = 0; q < queues_.size(); ++q)
-      if (!queues_[q].ops.empty()) pump(q);
-  }
 }
 
 }  // namespace cais::gpu

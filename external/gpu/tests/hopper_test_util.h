@@ -20,6 +20,7 @@ struct Seen {
   std::uint32_t src, dst, payload, group, aux, count;
   std::uint64_t addr;
   std::vector<double> values;
+  std::vector<std::uint64_t> line_addrs;  // every line of a (bulk) packet, line 0 first
 };
 inline std::vector<Seen>& seen() {
   static std::vector<Seen> s;
@@ -80,7 +81,8 @@ class ProbeSwitch : public NodeComponent {
     }
     in_[port].accept(sim_, h);
     in_[port].pop(sim_, *this, p.vc);
-    seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values});
+    seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values, {}});
+    for (std::uint32_t i = 0; i < p.lines; ++i) seen().back().line_addrs.push_back(p.line_addr(i));
     if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ && !throttled_) {
       throttled_ = true;
       throttle(port, p.group, true);

@@ -183,7 +183,7 @@ TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
 
 TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
   // Two blocks (two TB groups) on one SM: the probe throttles block 0's group for 5 us; block 1's
-  // ld.cais, queued behind it on the SM's issue queue, goes ahead meanwhile (spec 3.5 step 3:
+  // ld.cais, sharing the SM's issue queue with it, takes every turn meanwhile (spec 3.5 step 3:
   // the synchroniser stalls G's TB).
   auto wl = one_kernel(2, 2);
   wl.mutable_launches(0)->add_gpus(0);

@@ -1,28 +1,33 @@
 // Remote-op packetizer of a Hopper GPU: a remote instruction (ld/st.remote, .cais, multimem,
 // DMA pull, remote flag signal) becomes a RemoteOp on an issue queue (one per SM, plus the copy
-// engine's), and the queue's head is cut into NVLink packets: each row of the tile is cut into
-// 32 B sectors and the sectors of one gpu.max_packet_bytes line coalesce into one packet. A
-// queue keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
+// engine's), and its lines are cut into NVLink packets: each row of the tile is cut into 32 B
+// sectors and the sectors of one gpu.max_packet_bytes line coalesce into one packet.
+// An SM queue serves its resident blocks' ops round robin (issue_queue.h: each block's ops in
+// program order, a turn of up to N lines, N = the bulk packet's lines), as the warps of
+// resident blocks interleave their loads; the copy engine serves its ops in order. A queue
+// keeps at most max_outstanding_per_sm (copy engine: dma_max_outstanding) requests in
 // flight; posted reductions (red.cais) do not count, nor, with gpu.posted_stores, an SM's
 // stores (st.remote, multimem.st/red): those are paced by credits instead. Before a store line is
 // cut, its port must have credits for it beyond the store flits already waiting there
-// (NvlinkPorts::post_room); otherwise the queue sends its partial bulk packets and waits in that
-// port's FIFO until a credit returns (resume_posted). A store op still completes on
-// its acks, so a wait on it (a fence) waits for every ack. Responses complete packets, the last one
-// completes the op and tells the block. Switch THROTTLE holds mergeable requests of a group:
-// only that group's ops; the other ops of a queue go ahead of them.
-// Bulk packets (gpu.bulk_lines = N > 1): the lines cut off a queue's head op collect per plane
-// (the plane each line hashes to, as for single lines) and go out N at a time as one packet
+// (NvlinkPorts::post_room); otherwise the op sends its partial bulk packets and the queue waits
+// in that port's FIFO until a credit returns (resume_posted), the other ops going on. A store op
+// still completes on its acks, so a wait on it (a fence) waits for every ack. Responses complete
+// packets, the last one completes the op and tells the block. Switch THROTTLE holds mergeable
+// requests of a group: only that group's ops; the other ops of a queue take their turns.
+// Bulk packets (gpu.bulk_lines = N > 1): the lines cut off an op collect in that op's buffer per
+// plane (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
-// shape and every GPU groups one tile alike (the merge unit matches them). Lines count
-// against the outstanding limit from the moment they are cut; N is capped so that the lines
-// held back can never fill that limit alone, nor a bulk packet exceed a VC.
+// shape and every GPU groups one tile alike (the merge unit matches them); packets never mix
+// ops. Lines count against the outstanding limit from the moment they are cut; N, and the
+// number of ops a queue cuts at once, are capped so that the lines held back can never fill that
+// limit alone, nor a bulk packet exceed a VC.
 // Per-GPU cap on outstanding mergeable lines (cfg.mergeable_cap_lines > 0, spec 3.5 step 3.4):
 // every line of an ld.cais / red.cais that a merge unit handles (aux >= 2) counts from the
 // moment it is cut until its response (ld.cais) or the switch's CAIS_RED_ACK (red.cais; the op
-// itself still completes when posted). A queue whose head op would take the count past the cap
-// stalls and waits in FIFO order; a response or ack resumes the waiting queues (no polling).
-// With the cap, N is also capped so that the lines all SM queues hold back stay below it.
+// itself still completes when posted). An op that would take the count past the cap loses its
+// turn and its queue waits in FIFO order; a response or ack resumes the waiting queues (no polling).
+// With the cap, N and the ops cut at once are also capped so that the lines all SM queues hold
+// back stay below it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -32,11 +37,18 @@
 #include <vector>
 
 #include "cais/gpu/gpu_context.h"
+#include "cais/gpu/issue_queue.h"
 #include "cais/stats.h"
 
 namespace cais::gpu {
 
 struct Tb;
+
+// Lines cut off one op for one plane, not yet sent (a bulk packet being filled).
+struct BulkLines {
+  std::uint32_t lines = 0, line_bytes = 0;
+  std::array<std::uint64_t, kMaxBulkLines> addr{};
+};
 
 struct RemoteOp {
   std::uint32_t tb = 0, queue = 0;          // queue: SM index, or num_sms for the copy engine
@@ -53,6 +65,7 @@ struct RemoteOp {
   // (errors) and, for a store, the register's values taken at issue.
   std::uint32_t reg = 0, pc = 0;
   std::vector<double> data;
+  std::vector<BulkLines> bulk;  // per plane (bulk packets); kept when the slot is reused
 };
 
 class RemotePacketizer {
@@ -87,16 +100,17 @@ class RemotePacketizer {
   Histogram& latency_ns() { return latency_ns_; }
 
  private:
-  struct IssueQueue {
-    std::deque<std::uint32_t> ops;  // RemoteOp indices waiting to issue packets
-    std::uint32_t outstanding = 0;  // requests in flight
-  };
-  // Lines cut from a queue's head op for one plane, not yet sent (bulk packets).
-  struct Bulk {
-    std::uint32_t lines = 0, line_bytes = 0;
-    std::array<std::uint64_t, kMaxBulkLines> addr{};
-  };
+  // Why an op cannot cut its next line now.
+  enum class Blocked : std::uint8_t { kNo, kHeld, kCap, kLimit, kPostRoom };
+  // Hand out queue q's free line slots, turn by turn, until no op can go.
   void pump(std::uint32_t q);
+  // Whether op oi of queue qi can cut its next line; registers the wake-up if not.
+  Blocked blocked(std::uint32_t qi, std::uint32_t oi);
+  // Cut op oi's next line and send it (or add it to its bulk packet).
+  void cut_line(std::uint32_t qi, std::uint32_t oi);
+  std::uint32_t limit(std::uint32_t qi) const {
+    return qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
+  }
   // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles.
   bool held(const RemoteOp& op) const {
     return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group);
@@ -115,13 +129,13 @@ class RemotePacketizer {
   // The port of `op`'s next line: the plane of its first byte's sector.
   std::uint32_t next_line_port(const RemoteOp& op) const;
   // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
-  void next_packet(RemoteOp& op, IssueQueue& q, std::uint64_t& addr, std::uint32_t& bytes);
-  // Add a cut line to its plane's bulk packet; sends it when full.
+  void next_packet(RemoteOp& op, std::uint64_t& addr, std::uint32_t& bytes);
+  // Add a cut line to op oi's bulk packet of its plane; sends it when full.
   void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
-  void send_bulk(std::uint32_t qi, std::uint32_t plane, std::uint32_t oi);
-  void send_all_bulk(std::uint32_t qi, std::uint32_t oi);
-  bool bulk_pending(std::uint32_t qi) const;  // lines of queue qi's head op wait in a bulk packet
-  std::uint32_t bulk_lines(std::uint32_t qi);  // N for queue qi (the configured N, capped)
+  void send_bulk(std::uint32_t oi, std::uint32_t plane);
+  void send_all_bulk(std::uint32_t oi);
+  // N for queue qi (the configured N, capped); the first call also sets the queues' open limits.
+  std::uint32_t bulk_lines(std::uint32_t qi);
   void emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t* addrs, std::uint32_t lines, std::uint32_t bytes);
   // Functional register ops: take the register (load) or its values (store) at issue; the
   // register element of each element of a packet (an error if the packet holds bytes outside
@@ -133,7 +147,6 @@ class RemotePacketizer {
   GpuContext& ctx_;
   std::vector<IssueQueue> queues_;
   std::vector<RemoteOp> ops_;
-  std::vector<Bulk> bulk_;  // per (queue, plane)
   std::uint32_t planes_ = 0, bulk_cap_[2] = {0, 0};  // N for SM queues / the copy engine (0: not set)
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t live_ = 0;
@@ -143,12 +156,12 @@ class RemotePacketizer {
   std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
-  std::uint64_t throttle_bypasses_ = 0;  // ops that went ahead of a held op on their queue
+  std::uint64_t throttle_bypasses_ = 0;  // turns taken past a held op of the same queue
   std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;
   std::deque<std::uint32_t> cap_waiters_;  // queues stalled on the cap, in stall order
   std::vector<std::uint8_t> cap_waiting_;  // per queue: in cap_waiters_
   std::vector<std::deque<std::uint32_t>> post_waiters_;  // per port: queues waiting for its credits
-  std::vector<std::uint32_t> post_waiting_;               // per queue: 1 + the port it waits on, 0: none
+  std::vector<std::uint8_t> post_waiting_;                // per (queue, port): in that port's FIFO
   std::uint32_t line_flits_ = 0;                          // flits of a full max_packet_bytes line
   std::uint64_t post_credit_stalls_ = 0;
   Histogram latency_ns_;
