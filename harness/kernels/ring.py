@@ -35,7 +35,6 @@ KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 # constants are the same.
 SLICE_BYTES = 1 << 20
 SLICES_PER_CHUNK = 2
-MIN_SLICE_BYTES = SLICE_BYTES // 32
 R_RECV, R_LOCAL = 1, 2  # tile registers
 # Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors, unrolled
 # 4 deep (prims_simple.h; the access pattern of scripts/measure/measure_cta_jitter.py), so a
@@ -239,8 +238,8 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     p.loop(chunks)
     if wait is not None:
         wait(p)
-    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part, slice_bytes=slice_bytes,
-          recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
+    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part,
+          slice_bytes=slice_bytes, recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
     p.end()
     return ki
 
