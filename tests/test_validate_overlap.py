@@ -8,6 +8,10 @@ from harness.errors import ConfigError
 from harness.experiments import validate_overlap as vo
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import ring
+from harness.kernels.builder import WorkloadBuilder
+from harness.system import run_system
+
+from conftest import compose
 
 ROWS = [dict(name="tiny2", M=512, N=512, K=128, gpus=2, chunks=2, gemm_us=10.0, allreduce_us=20.0,
              serial_us=30.0, overlap_us=35.0),
@@ -96,3 +100,30 @@ def test_the_committed_inputs_are_the_measured_rows():
     sub = vo.load_input(vo.DEFAULT_INPUT.with_name("overlap_h200_subset.csv"))
     merged = sub.merge(full, on=list(sub.columns), how="left", indicator=True)
     assert (merged["_merge"] == "both").all() and sorted(sub["gpus"].unique()) == [2, 4, 8]
+
+
+
+def _ring_end_us(queue_flits: int) -> float:
+    """An 8 MiB ring all_reduce on hgx_h200_4gpu with validate_overlap's settings: its last end."""
+    cfg = compose("experiment=validate_overlap", "system=hgx_h200_4gpu", f"net.output_queue_flits={queue_flits}")
+    channels = int(cfg.collective.channels)
+    nbytes = channels * 4 * 128 * 683  # 8 MiB in whole 128 B parts
+    b = WorkloadBuilder("ar", 4, int(cfg.gpu.num_sms))
+    b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
+                             cfg=ring.RingConfig(channels=channels)), b.stream("s"))
+    st = run_system(cfg, workload=b.wl.SerializeToString()).stats
+    s = dict(zip(st["name"], st["value"]))
+    return max(s[f"gpu{g}.kernel0.ar.end"] for g in range(4)) / 1e3
+
+
+def test_the_switch_output_queue_is_deep_enough_that_the_4_gpu_ring_does_not_depend_on_it(engines):
+    """The output queue stands in for a crossbar that interleaves flits; it is not a measured
+    buffer. With 128 B packets a 4-GPU ring saturates every switch output with one GPU's data
+    and another's write acks, and a queue of 160 flits (one 144-flit bulk packet plus a response,
+    enough for the collective model's bulk packets) leaves inputs blocked behind full outputs:
+    this 8 MiB all_reduce took 60.5 us at 160, 57.0 at 320 and 51.85 at 1000 and 4000 flits. The
+    queue validate_overlap runs with must be past that point: four times deeper, the same time."""
+    if not (engines / "cais-engine").exists():
+        pytest.skip("cais-engine not built")
+    q = int(compose("experiment=validate_overlap").net.output_queue_flits)
+    assert _ring_end_us(4 * q) == pytest.approx(_ring_end_us(q), rel=0.01)

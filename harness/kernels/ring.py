@@ -27,9 +27,14 @@ from harness.gpu.isa_text import isa
 from harness.kernels.builder import Program, WorkloadBuilder, affine, rotated
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
-# NCCL's Simple protocol moves a ring step in slices of 2 of its NCCL_STEPS = 8 buffer steps of a
-# 4 MiB buffer: 1 MiB (a channel's part smaller than that is one slice).
+# NCCL's Simple protocol (prims_simple.h, genericOp; all_reduce.h and friends) moves a ring step
+# in chunks of ALLREDUCE_CHUNKSTEPS = 4 of its NCCL_STEPS = 8 buffer steps of a 4 MiB buffer
+# (2 MiB), each cut into SlicePerChunk = 2 slices: sliceSize = max(divUp(nelem, 2), stepSize x
+# StepPerSlice / 32), so a step smaller than a chunk is still two slices (of at least 32 KiB), and
+# the next GPU starts on the first while the second is sent. The all_gather and reduce_scatter
+# constants are the same.
 SLICE_BYTES = 1 << 20
+SLICES_PER_CHUNK = 2
 R_RECV, R_LOCAL = 1, 2  # tile registers
 # Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors, unrolled
 # 4 deep (prims_simple.h; the access pattern of scripts/measure/measure_cta_jitter.py), so a
@@ -49,19 +54,23 @@ def part_addr(base, part_bytes: int, gpus: int, shift: int):
     return rotated(base, part_bytes, gpus, shift)
 
 
-def slices_of(part: int, target: int) -> int:
-    """Slices per part: the fewest whose size is at most `target` and a multiple of 128 B."""
-    for s in range(max(1, part // max(target, 128)), part // 128 + 1):
-        if part % s == 0 and (part // s) % 128 == 0:
-            return s
-    return 1
+def slice_size(part: int, max_slice: int = SLICE_BYTES) -> int:
+    """Bytes per slice of a ring step of `part` bytes, in whole 128 B lines, as NCCL cuts it: a part
+    of up to a chunk (SLICES_PER_CHUNK slices of `max_slice`) is SLICES_PER_CHUNK slices of at least
+    max_slice / 32; a larger part goes in slices of `max_slice` (NCCL loops over whole chunks; the
+    last, shorter slice stands for its last loop's smaller ones)."""
+    if part > SLICES_PER_CHUNK * max_slice:
+        return max_slice
+    lines = -(-part // 128)
+    slice_lines = max(-(-lines // SLICES_PER_CHUNK), -(-(max_slice // 32) // 128))
+    return min(part, slice_lines * 128)
 
 
 @dataclass(frozen=True)
 class _Piece:
     """A part of one slice that a channel's threads move as one round: loads in flight
     together, then the add and the (posted) store, as NCCL's primitives stream a slice."""
-    shift: int       # slice: 0 the peeled first slice, 1 inside the slice loop (L1 + 1)
+    shift: int       # slice: 0 the peeled first, 1 inside the slice loop (L1 + 1), S - 1 the peeled last
     first: int       # byte offset of the piece within its slice (without its loop counter)
     size: int
     in_loop: bool    # inside the slice loop (loop counter L1 = slice)
@@ -78,10 +87,11 @@ class _Ring:
     pieces of a slice)."""
 
     def __init__(self, p: Program, *, data: int, recv: int, flags: int, gpus: int, channels: int, chunk: int,
-                 part: int, slices: int, recv_steps: int, piece_bytes: int):
+                 part: int, slice_bytes: int, recv_steps: int, piece_bytes: int):
         self.p, self.data, self.recv, self.flags, self.G = p, data, recv, flags, gpus
-        self.chunk, self.part, self.S = chunk, part, slices
-        self.slice = part // slices
+        self.chunk, self.part, self.slice = chunk, part, slice_bytes
+        self.S = -(-part // slice_bytes)
+        self.last = part - (self.S - 1) * slice_bytes  # the last slice may be shorter
         self.region = chunk // channels
         self.recv_steps = recv_steps
         self.nxt = affine(1, g=1, mod=gpus)
@@ -117,34 +127,36 @@ class _Ring:
         self.p.ins(isa.ST_REMOTE, buffer=buf, addr=addr, peer=self.nxt, rows=1, row_bytes=size, reg=reg,
                    is_async=True)
 
-    def slice_pieces(self, body, shift: int, signal_index) -> None:
+    def slice_pieces(self, body, shift: int, in_loop: bool, length: int, signal_index) -> None:
         """One slice as rounds of `piece` bytes: the first piece (which also acknowledges the
         previous slice's stores and posts its flag), a loop over the full pieces, a short tail."""
-        p, L, b = self.p, self.slice, min(self.piece, self.slice)
-        in_loop = shift == 1
+        p, b = self.p, min(self.piece, length)
         body(_Piece(shift, 0, b, in_loop, head=True), signal_index)
-        full = L // b
+        full = length // b
         if full > 2:
             p.loop(full - 1)
             body(_Piece(shift, b, b, in_loop, step=b), None)
             p.end()
         elif full == 2:
             body(_Piece(shift, b, b, in_loop), None)
-        if L % b:
-            body(_Piece(shift, full * b, L % b, in_loop), None)
+        if length % b:
+            body(_Piece(shift, full * b, length % b, in_loop), None)
 
     def step(self, body, signal_index: int | None) -> None:
-        """Every slice of one step; a slice's stores are acknowledged when the next slice's first
-        loads are (WAIT 0), then its flag follows (NCCL's fence before the tail flag)."""
-        p = self.p
-        self.slice_pieces(body, 0, None)
-        if self.S > 1:
-            p.loop(self.S - 1)
-            self.slice_pieces(body, 1, signal_index)
+        """Every slice of one step (the first, a loop over the middle ones, the last, which may be
+        shorter); a slice's stores are acknowledged when the next slice's first loads are (WAIT
+        0), then its flag follows (NCCL's fence before the tail flag)."""
+        p, S = self.p, self.S
+        self.slice_pieces(body, 0, False, self.slice if S > 1 else self.part, None)
+        if S > 2:
+            p.loop(S - 2)
+            self.slice_pieces(body, 1, True, self.slice, signal_index)
             p.end()
+        if S > 1:
+            self.slice_pieces(body, S - 1, False, self.last, signal_index)
         p.ins(isa.WAIT, count=0)
         if signal_index is not None:
-            self.signal(signal_index, self.S - 1, False)
+            self.signal(signal_index, S - 1, False)
 
     def emit(self, kind: str) -> None:
         G, p = self.G, self.p
@@ -217,7 +229,8 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
                          "of whole 128 B lines")
     chunk = nbytes // chunks
     part = chunk // C // G
-    S = slices_of(part, cfg.slice_bytes)
+    slice_bytes = slice_size(part, cfg.slice_bytes)
+    S = -(-part // slice_bytes)
     recv_steps = G - 1 if kind != "all_gather" else 1
     recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
     flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
@@ -225,8 +238,8 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     p.loop(chunks)
     if wait is not None:
         wait(p)
-    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part, slices=S,
-          recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
+    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part,
+          slice_bytes=slice_bytes, recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
     p.end()
     return ki
 
