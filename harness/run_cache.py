@@ -26,11 +26,12 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness.engines import engine_dir
 
-# Keys that change where or how a run reports, or how its engines are spread over processes
-# (results are partition invariant: tests/test_cosim.py, test_schemes.py), never what it computes.
-EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs", "cosim.colocate",
-                 "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport", "cosim.tcp_host",
-                 "cosim.launcher", "cosim.shm_spin_us")
+# How a run's engines are spread over processes and talk: results are partition invariant
+# (tests/test_cosim.py, test_schemes.py), so a run cached one way serves every other.
+PARTITION_KEYS = ("cosim.colocate", "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport",
+                  "cosim.tcp_host", "cosim.launcher", "cosim.shm_spin_us")
+# Keys that change where or how a run reports, or how its engines are spread, never what it computes.
+EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs", *PARTITION_KEYS)
 # Written by the run path itself, not by the experiment: never cached.
 NOT_CACHED = ("status.json",)
 ENV_DIR = "CAIS_CACHE_DIR"

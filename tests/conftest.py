@@ -27,6 +27,14 @@ def engines() -> Path:
 
 
 def run_cli(*overrides: str, timeout: float = 300, check: bool = True, env: dict | None = None):
+    # How engines are spread over processes is not in a run's cache key (results are partition
+    # invariant), so a run that differs from an earlier one only there would be a cache hit; the
+    # tests that compare partitions must simulate it.
+    from harness.run_cache import PARTITION_KEYS
+
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    if any(k in PARTITION_KEYS for k in keys) and not any(k.startswith("cache.") for k in keys):
+        overrides = (*overrides, "cache.enabled=false")
     proc = subprocess.run([*CAIS_SIM, *overrides], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
