@@ -181,10 +181,9 @@ TEST(Hopper, ThrottleHoldsMergeableRequestsOfItsGroupUntilLifted) {
   EXPECT_GT(r.stats["gpu0.finish_time"], 5e6);  // held until the throttle was lifted after 5 us
 }
 
-TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
-  // Two blocks (two TB groups) on one SM: the probe throttles block 0's group for 5 us; block 1's
-  // ld.cais, sharing the SM's issue queue with it, takes every turn meanwhile (spec 3.5 step 3:
-  // the synchroniser stalls G's TB).
+// Two blocks (two TB groups) on one SM, each ld.cais-ing 512 lines, while the probe throttles
+// block 0's group for 5 us; `params` adds engine parameters. seen() holds the packets sent.
+std::map<std::string, double> run_two_groups_on_one_sm_throttled(const std::map<std::string, std::int64_t>& params) {
   auto wl = one_kernel(2, 2);
   wl.mutable_launches(0)->add_gpus(0);
   mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1)->mutable_addr()->set_block_x(65536);
@@ -192,9 +191,17 @@ TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
   seen().clear();
   proto::Configure c = make_config(wl, 2, true);
   (*c.mutable_params())["gpu.num_sms"].set_i(1);
+  for (const auto& [key, value] : params) (*c.mutable_params())[key].set_i(value);
   HostedModel m;
   auto st = run_config(m, c);
   probe_throttles() = false;
+  return st;
+}
+
+TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
+  // Block 1's ld.cais, sharing the SM's issue queue with the held block 0, takes every turn
+  // meanwhile (spec 3.5 step 3: the synchroniser stalls G's TB).
+  auto st = run_two_groups_on_one_sm_throttled({});
   std::size_t last[2] = {0, 0};
   for (std::size_t i = 0; i < seen().size(); ++i)
     if (seen()[i].type == proto::PKT_CAIS_LD_REQ) last[(seen()[i].addr - unicast_addr(1, 0)) / 65536] = i;
@@ -207,18 +214,8 @@ TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
 TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {
   // With bulk packets the held op's lines already collected wait for the rest of their packet
   // (every GPU groups a tile's lines alike; a short packet would not match the merge entry).
-  auto wl = one_kernel(2, 2);
-  wl.mutable_launches(0)->add_gpus(0);
-  mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1)->mutable_addr()->set_block_x(65536);
-  probe_throttles() = true;
-  seen().clear();
-  proto::Configure c = make_config(wl, 2, true);
-  (*c.mutable_params())["gpu.num_sms"].set_i(1);
-  (*c.mutable_params())["gpu.bulk_lines"].set_i(4);
-  (*c.mutable_params())["gpu.max_outstanding_per_sm"].set_i(62);  // the limit stops a packet half full
-  HostedModel m;
-  auto st = run_config(m, c);
-  probe_throttles() = false;
+  // The outstanding limit of 62 lines stops a packet of 4 half full.
+  auto st = run_two_groups_on_one_sm_throttled({{"gpu.bulk_lines", 4}, {"gpu.max_outstanding_per_sm", 62}});
   std::size_t reqs = 0;
   for (const auto& x : seen())
     if (x.type == proto::PKT_CAIS_LD_REQ) {
