@@ -61,12 +61,13 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
     from hydra import compose
 
     points = sweep.grid(params, point_overrides(overrides))
+    side_by_side = []
     if _workers(jobs, len(points)) > 1 and not any(o.split("=", 1)[0].lstrip("+~") == "cosim.colocate"
                                                    for o in overrides):
         # Points side by side, one per core: each point's engines share one process. Split engines
         # would only add the lock-step exchange between them (docs/PERFORMANCE.md); results are the
         # same either way (partition invariance), and the run cache does not key on it.
-        points = [[*point, "cosim.colocate=true"] for point in points]
+        side_by_side = ["cosim.colocate=true"]
     reporter = progress.current()
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
     labels = [" ".join(point) for point in points]
@@ -74,7 +75,7 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
     configs = []
     for i, point in enumerate(points):  # composed here: workers need no Hydra state of their own
         try:
-            configs.append(compose(config_name="config", overrides=[f"experiment={experiment}", *point,
+            configs.append(compose(config_name="config", overrides=[f"experiment={experiment}", *point, *side_by_side,
                                                                     f"task={point_task}", f"out_dir={dirs[i]}"]))
         except Exception as exc:  # noqa: BLE001 - a point that cannot compose fails alone
             configs.append(None)
