@@ -16,6 +16,8 @@ STEPS = ["none", "prelaunch", "preaccess", "throttle"]
 STEP_LABELS = {"none": "none", "prelaunch": "+pre-launch", "preaccess": "+pre-access", "throttle": "+throttling"}
 _HIGH_WATER = re.compile(r"\w+\.cais_merge\.(port\d+\.)?high_water_bytes")
 _WAIT = re.compile(r"\w+\.cais_merge\.(port\d+\.)?wait\.(mean|count)")
+_KIND = re.compile(r"(\w+\.cais_merge\.(?:port\d+\.)?)(high_water_entries|entry_us|life)_(load|reduction)(\.mean|\.count)?")
+LINE_KB = 128 / 1024  # a table entry holds one 128 B line (spec 3.3)
 
 
 def merge_stats(point_dir: str) -> dict:
@@ -30,8 +32,38 @@ def merge_stats(point_dir: str) -> dict:
             waits.setdefault(n.rsplit(".", 1)[0], {})[m.group(2)] = float(v)
     entries = sum(w.get("count", 0.0) for w in waits.values())
     wait_ns = sum(w.get("mean", 0.0) * w.get("count", 0.0) for w in waits.values()) / entries if entries else float("nan")
-    return {"min_merge_table_kb": max(high) / 1024 if high else float("nan"), "wait_time_us": wait_ns / 1e3,
-            "merge_entries": int(entries)}
+    out = {"min_merge_table_kb": max(high) / 1024 if high else float("nan"), "wait_time_us": wait_ns / 1e3,
+           "merge_entries": int(entries)}
+    out.update(_by_kind(stats, _run_us(point_dir)))
+    return out
+
+
+def _run_us(point_dir: str) -> float:
+    """Simulated time of the run (its last kernel's end), over which the mean occupancy is taken."""
+    kernels = Path(point_dir) / "kernels.csv"
+    return float(pd.read_csv(kernels)["end_us"].max()) if kernels.exists() else float("nan")
+
+
+def _by_kind(stats: pd.DataFrame, run_us: float) -> dict:
+    """Per kind (load, reduction): the largest port's peak (KB), the largest port's mean over the
+    run (KB; Little's law: entries per unit time x mean life), and the mean life of an entry,
+    allocation to release (us; a load entry lives at least until its line returns)."""
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for n, v in zip(stats["name"], stats["value"]):
+        m = _KIND.fullmatch(n)
+        if m:
+            per.setdefault((m.group(1), m.group(3)), {})[m.group(2) + (m.group(4) or "")] = float(v)
+    out: dict[str, float] = {}
+    for kind in ("load", "reduction"):
+        ports = [d for (_, k), d in per.items() if k == kind]
+        if not ports:
+            continue
+        n = sum(d.get("life.count", 0.0) for d in ports)
+        out[f"{kind}_table_kb"] = max(d.get("high_water_entries", 0.0) for d in ports) * LINE_KB
+        out[f"{kind}_mean_table_kb"] = max(d.get("entry_us", 0.0) for d in ports) / run_us * LINE_KB
+        out[f"{kind}_life_us"] = sum(d.get("life.mean", 0.0) * d.get("life.count", 0.0) for d in ports) / n / 1e3 \
+            if n else float("nan")
+    return out
 
 
 def _coordination(point_dir: str) -> str:

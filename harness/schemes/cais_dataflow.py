@@ -7,9 +7,13 @@ pipeline released thread block by thread block:
            stays local); a local counter per 128-row block counts this GPU's tiles of it; the
            owner's shard buffer counts the CAIS_RED contributions that land per row block
            (Buffer.arrival_region_bytes). Tiles are handed out in the same order on every GPU
-           (the TB groups that merge), home-interleaved: row block r of every owner, then
-           r + 1 (Kernel.row_interleave), so the reductions in flight spread over all homes'
-           switch ports instead of filling the four towards one home.
+           (the TB groups that merge), home-interleaved tile by tile: tile (r, c) of every
+           owner, then (r, c + 1) (Kernel.row_interleave, interleave_blocks), so the reductions
+           in flight spread over all homes' switch ports, and every GPU posts the same number of
+           remote tiles in each wave (its own home's tiles stay local). Interleaved by whole
+           rows of tiles instead, a wave held 16 tiles of each of 4 homes: the 4 GPUs owning them
+           posted a quarter fewer tiles, ran ahead, and the merge tables held the gap
+           (docs/RESULTS.md, "Home-balanced waves").
   rs gate  one-warp block per row block of the owner's shard: waits until its own tiles are
            done and (N-1) x the block's bytes have landed (spec A17: home-side counters).
   LN       one block per row, TB dependency on its row block's gate (not on the whole kernel).
@@ -36,6 +40,9 @@ way, and the gates wait for the partial block's own count of bytes (flag.wait wa
 
 Gathers that feed something other than an AG-GEMM (the weight-gradient GEMMs' re-gathers and
 gathered output gradients) are copy kernels that ld.cais each row block once from its owner.
+A copy block's 64 KiB tile is staged in shared memory (128 threads x 32 registers hold 16 KiB),
+so three fit on an SM, and its blocks are handed out tile by tile over the owners like the
+producer's.
 """
 from __future__ import annotations
 
@@ -58,7 +65,8 @@ BLOCK_ROWS = 128     # rows of one readiness unit (a row block): the CUTLASS til
 # stream priorities (higher dispatches first): waiters must find a slot, LN rows must not queue
 # behind GEMM tiles, the producer keeps its partition ahead of the consumer
 PRIO_GATE, PRIO_LN, PRIO_RS, PRIO_AG, PRIO_OTHER = 4, 3, 2, 1, 0
-GATHER_ROW_BYTES = 512  # bytes of a row one gather block copies (128 rows x 512 B = 64 KiB per block)
+GATHER_ROW_BYTES = 512  # bytes of a row one gather block copies (128 rows x 512 B = 64 KiB per block,
+                        # staged in shared memory: the block's registers hold a quarter of it)
 
 
 @dataclass
@@ -178,6 +186,7 @@ class CaisLowering(Lowering):
             return ki
         ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = G  # home-interleaved tile order (module docstring)
+        self.b.wl.kernels[ki].interleave_blocks = True
         launches = (self.launch(op, ki, self.stream(PRIO_RS), after=after),)
         self.done[op.name] = launches
         ki, p = self.waiter(f"{rs.name}.gate", R)  # row block by of this GPU's shard
@@ -243,7 +252,7 @@ class CaisLowering(Lowering):
             dst.quotient.add(block_y=1, divisor=R, scale=(shard_rows - R * BLOCK_ROWS) * ldh)
 
         def build(load_kind, _reduce):
-            ki, p = self.b.kernel(f"{ag.name}.gather", ldh // chunk, G * R, threads=128, regs=32)
+            ki, p = self.b.kernel(f"{ag.name}.gather", ldh // chunk, G * R, threads=128, regs=32, smem=BLOCK_ROWS * chunk)
             peer, addr = affine(0), affine(0, bx=chunk, by=BLOCK_ROWS * ldh)
             peer.quotient.add(block_y=1, divisor=R, scale=1)
             addr.quotient.add(block_y=1, divisor=R, scale=-R * BLOCK_ROWS * ldh)
@@ -254,6 +263,7 @@ class CaisLowering(Lowering):
             return ki
         ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = G  # row block r of every owner, then r + 1
+        self.b.wl.kernels[ki].interleave_blocks = True
         dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
         after = set(self.chain_after[ag.name])
         after.update(li for o in self.ag_gemms(ag.name) for li in self.done.get(o.name, ()))

@@ -11,13 +11,19 @@
 namespace cais::gpu {
 
 std::vector<std::uint32_t> interleaved_rows(std::uint32_t gx, std::uint32_t gy, std::uint32_t groups,
-                                           const std::string& kernel) {
+                                           const std::string& kernel, bool blocks) {
   if (gy % groups != 0)
     throw ConfigError("workload", "kernel " + quote(kernel) + ": row_interleave " + std::to_string(groups) +
                                       " does not divide its " + std::to_string(gy) + " rows of blocks");
   const std::uint32_t per = gy / groups;
   std::vector<std::uint32_t> order;
   order.reserve(static_cast<std::size_t>(gx) * gy);
+  if (blocks) {
+    for (std::uint32_t r = 0; r < per; ++r)
+      for (std::uint32_t bx = 0; bx < gx; ++bx)
+        for (std::uint32_t j = 0; j < groups; ++j) order.push_back((j * per + r) * gx + bx);
+    return order;
+  }
   for (std::uint32_t rp = 0; rp < gy; ++rp) {
     const std::uint32_t by = (rp % groups) * per + rp / groups;
     for (std::uint32_t bx = 0; bx < gx; ++bx) order.push_back(by * gx + bx);
@@ -87,7 +93,7 @@ void TbScheduler::setup() {
     // Blocks leave raster order (not clusters, which go as units, nor the resident CTAs of a
     // persistent kernel, which are all placed at launch).
     if (k.row_interleave() > 1 && L.cluster_ctas == 1 && !k.persistent())
-      L.order = interleaved_rows(k.grid_x(), k.grid_y(), k.row_interleave(), k.name());
+      L.order = interleaved_rows(k.grid_x(), k.grid_y(), k.row_interleave(), k.name(), k.interleave_blocks());
     if (cfg.tb_order_window > 1 && L.cluster_ctas == 1 && !k.persistent()) {
       std::vector<std::uint32_t> w = windowed_order(L.ctas, cfg.tb_order_window, draws_, L.index);
       if (!L.order.empty())

@@ -72,5 +72,21 @@ TEST(InterleavedRows, HandsOutRowBlockROfEveryGroupBeforeRPlusOne) {
   EXPECT_THROW(interleaved_rows(1, 6, 4, "k"), ConfigError);
 }
 
+TEST(InterleavedRows, BlockInterleaveGivesEveryGroupOneBlockInEachStretchOfGroups) {
+  // 2 columns, 4 rows in 2 groups (rows 0-1, rows 2-3): (row 0, bx 0), (row 2, bx 0), (row 0, bx 1),
+  // (row 2, bx 1), then rows 1 and 3 the same way.
+  EXPECT_EQ(interleaved_rows(2, 4, 2, "k", true), (std::vector<std::uint32_t>{0, 4, 1, 5, 2, 6, 3, 7}));
+  const auto order = interleaved_rows(16, 24, 8, "k", true);  // a wave of any 8 consecutive blocks: all 8 groups
+  for (std::size_t s = 0; s + 8 <= order.size(); s += 8) {
+    std::vector<bool> seen(8, false);
+    for (std::size_t i = s; i < s + 8; ++i) seen[order[i] / 16 / 3] = true;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 8) << "stretch " << s;
+  }
+  std::vector<std::uint32_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::uint32_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);  // a permutation
+  EXPECT_THROW(interleaved_rows(1, 6, 4, "k", true), ConfigError);
+}
+
 }  // namespace
 }  // namespace cais::gpu

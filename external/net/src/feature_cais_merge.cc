@@ -480,8 +480,12 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   t.st.high_water_entries = std::max(t.st.high_water_entries, t.st.live_entries);
   t.st.high_water_bytes = std::max(t.st.high_water_bytes, t.st.live_bytes);
   const auto ki = static_cast<std::size_t>(k);
+  t.st.occupancy_change(ki, ctx.now());
   t.st.kind_live_entries[ki] += lines;
-  t.st.kind_high_water_entries[ki] = std::max(t.st.kind_high_water_entries[ki], t.st.kind_live_entries[ki]);
+  if (t.st.kind_live_entries[ki] > t.st.kind_high_water_entries[ki]) {
+    t.st.kind_high_water_entries[ki] = t.st.kind_live_entries[ki];
+    t.st.kind_high_water_us[ki] = static_cast<double>(ctx.now()) / 1e6;
+  }
   cam_insert(addr, static_cast<std::uint32_t>(k), idx);
   ++live_;
   return idx;
@@ -501,10 +505,13 @@ void CaisMergeUnit::release(SwitchContext& ctx, std::int32_t idx) {
   Table& t = tables_[e.table];
   const std::size_t ki = e.state == State::kReduction ? 1 : 0;
   const double wait_ns = static_cast<double>(e.last_req_ps - e.first_req_ps) / 1000.0;
+  const double life_ns = static_cast<double>(ctx.now() - e.first_req_ps) / 1000.0;
   for (std::uint32_t i = 0; i < e.lines; ++i) {
     t.st.add_wait(wait_ns);
     t.st.kind_wait_ns[ki].add(wait_ns);
+    t.st.kind_life_ns[ki].add(life_ns);
   }
+  t.st.occupancy_change(ki, ctx.now());
   t.st.kind_live_entries[ki] -= e.lines;
   leave_all(ctx, e);
   unlink(idx);
@@ -633,6 +640,10 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
       const std::string kind = k ? "_reduction" : "_load";
       reg.counter(base + "high_water_entries" + kind, "entries", &s.kind_high_water_entries[k]);
       reg.histogram(base + "wait" + kind, "ns", &s.kind_wait_ns[k]);
+      reg.histogram(base + "life" + kind, "ns", &s.kind_life_ns[k]);
+      // entries x us: divided by the run's time, the time-mean number of live entries
+      reg.value(base + "entry_us" + kind, "entry-us", [&s, k] { return s.kind_entry_ps[k] / 1e6; });
+      reg.value(base + "high_water_at_us" + kind, "us", [&s, k] { return s.kind_high_water_us[k]; });
     }
     for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) {
       const bool last = b == MergeTableStats::kWaitBins - 1;

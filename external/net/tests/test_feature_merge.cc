@@ -277,6 +277,17 @@ TEST(CaisMerge, UnlimitedTableNeverEvictsAndRecordsTheSizeEachPortNeeded) {
   EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port0.wait_reduction.mean"), 3000.0);
   EXPECT_EQ(v.at("sw8.cais_merge.port0.wait_load.count"), 3);
   EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port0.wait_load.max"), 0.0);
+  // An entry's life, allocation to release: the reductions complete on their last contribution
+  // (life = wait); the loads' one request waited 0 ns, but each entry lived until its timeout.
+  EXPECT_DOUBLE_EQ(v.at("sw8.cais_merge.port0.life_reduction.mean"), 3000.0);
+  EXPECT_GT(v.at("sw8.cais_merge.port0.life_load.min"), 0.0);
+  // Little's law holds exactly: the integral of live entries over time is the sum of the lives.
+  EXPECT_NEAR(v.at("sw8.cais_merge.port0.entry_us_reduction"), n0 * 3.0, 1e-9);
+  EXPECT_NEAR(v.at("sw8.cais_merge.port0.entry_us_load"), 3 * v.at("sw8.cais_merge.port0.life_load.mean") / 1e3, 1e-9);
+  EXPECT_NEAR(v.at("sw8.cais_merge.port2.entry_us_reduction"), n2 * 0.030, 1e-9);
+  // The peak of the reductions was reached when the n0-th of them arrived, before any completed.
+  EXPECT_GT(v.at("sw8.cais_merge.port0.high_water_at_us_reduction"), 0.0);
+  EXPECT_LT(v.at("sw8.cais_merge.port0.high_water_at_us_reduction"), 3.0);
 }
 
 TEST(CaisMerge, LimitedTableStillBoundedWhenUnlimitedIsOff) {

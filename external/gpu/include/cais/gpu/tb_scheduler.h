@@ -20,9 +20,11 @@ enum class TbState : std::uint8_t { kFree, kSyncLaunch, kRunning, kWaitMem, kWai
 // One resident block slot: a CTA of a launch running (or waiting to run) a logical block.
 // The dispatch order of a row-interleaved rasterisation (isa.proto Kernel.row_interleave), as
 // position -> block: row position rp dispatches row (rp mod groups) x rows-per-group +
-// rp / groups, bx fastest. A ConfigError names the kernel when groups does not divide gy.
+// rp / groups, bx fastest; with `blocks`, the groups alternate block by block (group fastest,
+// then bx, then the row within the group). A ConfigError names the kernel when groups does not
+// divide gy.
 std::vector<std::uint32_t> interleaved_rows(std::uint32_t gx, std::uint32_t gy, std::uint32_t groups,
-                                           const std::string& kernel);
+                                           const std::string& kernel, bool blocks = false);
 
 struct Tb {
   std::uint32_t launch = 0, sm = 0, cta = 0;

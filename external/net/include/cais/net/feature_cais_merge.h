@@ -116,6 +116,17 @@ struct MergeTableStats {
   // The same split by kind (index: 0 loads, 1 reductions): which kind fills the table and waits.
   std::uint64_t kind_live_entries[2] = {}, kind_high_water_entries[2] = {};
   Histogram kind_wait_ns[2];
+  // An entry's whole life, allocation to release: a load entry lives at least until its line
+  // returns from the owner, however close its requests came. Little's law: mean entries =
+  // entries per unit time x mean life, the time-mean below.
+  Histogram kind_life_ns[2];
+  double kind_entry_ps[2] = {};          // integral of live entries over time
+  TimePs kind_changed_ps[2] = {};        // when kind_live_entries last changed
+  double kind_high_water_us[2] = {};     // when kind_high_water_entries was reached
+  void occupancy_change(std::size_t kind, TimePs now) {
+    kind_entry_ps[kind] += static_cast<double>(kind_live_entries[kind]) * static_cast<double>(now - kind_changed_ps[kind]);
+    kind_changed_ps[kind] = now;
+  }
   void add_wait(double ns);
 };
 
