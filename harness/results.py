@@ -65,14 +65,15 @@ def is_timing_column(name: str) -> bool:
 
 def split_timing(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """(results without wall-clock columns, timing frame or None). The timing frame has ``row``
-    (the row's index in results.csv), ``name`` when the results have one, then the wall-clock
-    columns."""
+    (the row's index in results.csv), ``name`` or ``figure`` when the results have one, then the
+    wall-clock columns."""
     timing_cols = [c for c in df.columns if is_timing_column(str(c))]
     if not timing_cols:
         return df, None
     timing = pd.DataFrame({"row": range(len(df))})
-    if "name" in df.columns:
-        timing["name"] = df["name"].to_numpy()
+    for key in ("name", "figure"):
+        if key in df.columns:
+            timing[key] = df[key].to_numpy()
     for c in timing_cols:
         timing[c] = df[c].to_numpy()
     return df.drop(columns=timing_cols), timing

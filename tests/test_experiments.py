@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -92,6 +93,8 @@ def test_paper_at_test_scale_then_report(engines, tmp_path):
         assert (out / name / f"{name}.png").is_file(), name
     for name in ("fig2", "fig11", "fig12", "fig18"):  # baselines only: these have rows whatever has landed
         assert len((out / name / "results.csv").read_text().splitlines()) >= 2, name
+    timing = pd.read_csv(out / "timing.csv")  # wall clock is kept out of results.csv
+    assert list(timing["figure"]) == names and (timing["wall_s"] > 0).all()  # REPRODUCE's per-figure times
     rep = subprocess.run([*CAIS_SIM[:-2], "-m", "harness.report", str(out)], cwd=REPO_ROOT, capture_output=True,
                          text=True, timeout=120)
     assert rep.returncode == 0, rep.stderr

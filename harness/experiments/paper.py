@@ -1,9 +1,11 @@
 """experiment=paper: every figure experiment (paper.figures), one after another, each in
 <out_dir>/<figure>/ exactly as ``cais-sim experiment=<figure> out_dir=<out_dir>/<figure>`` would
 make it (paper.overrides adds a figure's own overrides: conf/paper/tiny.yaml). Results: one row
-per figure with its points, failures and rows. Then ``cais-report <out_dir>``."""
+per figure with its points, failures and rows; each figure's wall time goes to timing.csv
+(what docs/REPRODUCE.md records per figure). Then ``cais-report <out_dir>``."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -33,8 +35,10 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
         fig_dir.mkdir(parents=True, exist_ok=True)
         plain = OmegaConf.masked_copy(fcfg, [k for k in fcfg.keys() if k != "hydra"])
         write_text_atomic(fig_dir / "config.yaml", OmegaConf.to_yaml(plain, resolve=False))
+        start = time.perf_counter()
         table, failed = run_figure(str(fcfg.figure.name), name, str(fcfg.figure.point_task), params,
                                    [*common, *extra], fig_dir, jobs=int(cfg.figure.jobs))
         rows.append({"figure": name, "points": len(list(p for p in fig_dir.iterdir() if p.name.isdigit())),
-                     "failed": failed, "rows": len(table), "png": f"{name}/{name}.png"})
+                     "failed": failed, "rows": len(table), "wall_s": round(time.perf_counter() - start, 1),
+                     "png": f"{name}/{name}.png"})
     return pd.DataFrame(rows)
