@@ -1,4 +1,4 @@
-"""cais-diff and the atomic result writer."""
+"""cais-diff, the atomic result writer and scripts/collect_points.py."""
 from __future__ import annotations
 
 import pandas as pd
@@ -31,3 +31,21 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
     assert not target.exists() and list(tmp_path.iterdir()) == []
     write_csv_atomic(target, pd.DataFrame({"x": [1]}))
     assert target.read_text() == "x\n1\n"
+
+
+def test_collect_points_concatenates_every_column_in_point_order(tmp_path):
+    import subprocess
+    import sys
+
+    from harness import REPO_ROOT
+
+    fig = tmp_path / "fig"
+    for n, row in ((10, {"scheme": "cais", "time_us": 2.0, "merge_hits": 5}), (2, {"scheme": "tp_nvls", "time_us": 1.0})):
+        (fig / str(n)).mkdir(parents=True)
+        pd.DataFrame([row]).to_csv(fig / str(n) / "results.csv", index=False)
+    (fig / "results.csv").write_text("not a point\n")  # the figure's own table is not a point
+    out = tmp_path / "all.csv"
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_points.py"), str(fig), str(out)], check=True)
+    df = pd.read_csv(out)
+    assert list(df["point"]) == [2, 10] and list(df["scheme"]) == ["tp_nvls", "cais"]
+    assert df["merge_hits"].isna().tolist() == [True, False]  # a column one point lacks is left empty
