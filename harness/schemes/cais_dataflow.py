@@ -165,7 +165,7 @@ class CaisLowering(Lowering):
 
     # ---- GEMM-RS and its gate
     def gemm_rs(self, op: Gemm, rs: Collective) -> None:
-        G, sms = self.t.gpus, self.t.num_sms
+        G = self.t.gpus
         owner_rows, ldc = op.M // G, op.N * ELEM
         R = self.row_blocks(rs.name, owner_rows)
         out = self.out_of(rs)  # the owner's reduced shard: zero, then its own partial and the merged sums
@@ -224,10 +224,10 @@ class CaisLowering(Lowering):
             dep = {"producer": prod, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0} if per == 1 else \
                 {"producer": prod, "scale_num": per, "scale_den": 1, "lo": 0, "hi": per - 1}
             after = self.chain_after[src_name]
-            pub = self.launch(ag, ki, self.stream(PRIO_GATE), after=after, deps=(dep,))
+            self.launch(ag, ki, self.stream(PRIO_GATE), after=after, deps=(dep,))
         else:  # the source was written by an earlier kernel (a re-gather of a saved activation)
             after = self.after(ag)
-            pub = self.launch(ag, ki, self.stream(PRIO_GATE), after=after)
+            self.launch(ag, ki, self.stream(PRIO_GATE), after=after)
         gi, p = self.waiter(f"{ag.name}.gate", G * R)  # row block by of the whole tensor is ready
         p.ins(isa.FLAG_WAIT, buffer=ready, addr=affine(0, by=8), value=1)
         gate = self.launch(ag, gi, self.stream(PRIO_GATE), after=after)
@@ -262,7 +262,7 @@ class CaisLowering(Lowering):
             p.ins(isa.ST, buffer=full, addr=dst, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1, **clip)
             return ki
         ki = self.plain_remote(build)
-        self.b.wl.kernels[ki].row_interleave = G  # row block r of every owner, then r + 1
+        self.b.wl.kernels[ki].row_interleave = G  # tile (r, c) of every owner, then (r, c + 1): the producer's order
         self.b.wl.kernels[ki].interleave_blocks = True
         dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
         after = set(self.chain_after[ag.name])
