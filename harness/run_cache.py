@@ -38,7 +38,8 @@ ENV_DIR = "CAIS_CACHE_DIR"
 # Harness code that only orchestrates runs or reads their outputs (sweeps, figures, reports, tools):
 # a run's results cannot depend on it, so editing a plot does not throw away every cached run.
 NOT_RUN_CODE = ("figures", "report.py", "diff.py", "sweep.py", "bench.py", "bench_layer.py", "container",
-                "fuzz", "experiments/figure.py", "experiments/paper.py", "config/describe.py", "data/paper")
+                "fuzz", "experiments/figure.py", "experiments/paper.py", "config/describe.py", "data/paper",
+                "data/results")  # data/results: the committed rows of past runs, read by no run
 
 
 def cache_dir(cfg: DictConfig) -> Path:
