@@ -484,7 +484,7 @@ std::int32_t CaisMergeUnit::allocate(SwitchContext& ctx, std::uint32_t tbl, std:
   t.st.kind_live_entries[ki] += lines;
   if (t.st.kind_live_entries[ki] > t.st.kind_high_water_entries[ki]) {
     t.st.kind_high_water_entries[ki] = t.st.kind_live_entries[ki];
-    t.st.kind_high_water_us[ki] = static_cast<double>(ctx.now()) / 1e6;
+    t.st.kind_high_water_ps[ki] = ctx.now();
   }
   cam_insert(addr, static_cast<std::uint32_t>(k), idx);
   ++live_;
@@ -643,7 +643,7 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
       reg.histogram(base + "life" + kind, "ns", &s.kind_life_ns[k]);
       // entries x us: divided by the run's time, the time-mean number of live entries
       reg.value(base + "entry_us" + kind, "entry-us", [&s, k] { return s.kind_entry_ps[k] / 1e6; });
-      reg.value(base + "high_water_at_us" + kind, "us", [&s, k] { return s.kind_high_water_us[k]; });
+      reg.value(base + "high_water_at_us" + kind, "us", [&s, k] { return static_cast<double>(s.kind_high_water_ps[k]) / 1e6; });
     }
     for (std::size_t b = 0; b < MergeTableStats::kWaitBins; ++b) {
       const bool last = b == MergeTableStats::kWaitBins - 1;

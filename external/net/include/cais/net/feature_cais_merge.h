@@ -122,7 +122,7 @@ struct MergeTableStats {
   Histogram kind_life_ns[2];
   double kind_entry_ps[2] = {};          // integral of live entries over time
   TimePs kind_changed_ps[2] = {};        // when kind_live_entries last changed
-  double kind_high_water_us[2] = {};     // when kind_high_water_entries was reached
+  TimePs kind_high_water_ps[2] = {};     // when kind_high_water_entries was reached
   void occupancy_change(std::size_t kind, TimePs now) {
     kind_entry_ps[kind] += static_cast<double>(kind_live_entries[kind]) * static_cast<double>(now - kind_changed_ps[kind]);
     kind_changed_ps[kind] = now;
