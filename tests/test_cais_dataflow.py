@@ -68,6 +68,19 @@ def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     assert isa.LD_CAIS in {i.op for i in k_ffn1.program}
 
 
+def test_gates_take_no_registers_or_shared_memory_from_the_gemm_tiles():
+    """The gates stand for the TB scheduler holding consumer blocks (spec 3.6 (1)): they must not
+    take the registers a GEMM tile needs, or a tile that fills an SM's register file (the
+    library GEMMs' 128x256 tiles) could not share an SM with one."""
+    _, low = _lower("cais", "training", "layer", model="llama_7b")
+    gates = [k for k in low.workload.kernels if k.name.endswith((".gate", ".publish"))]
+    assert {k.name.rsplit(".", 1)[1] for k in gates} == {"gate", "publish"}
+    for k in gates:
+        assert (k.threads_per_block, k.regs_per_thread, k.smem_bytes) == (32, 0, 0), k.name
+    whole_sm = [k for k in low.workload.kernels if k.threads_per_block * k.regs_per_thread >= 64 * 1024 - 1024]
+    assert whole_sm  # tiles that a 32-register one-warp gate would have kept off its SM
+
+
 def test_producer_consumer_and_gather_share_the_home_interleaved_row_order():
     """Every GPU hands out row block r of every owner before r + 1 (Kernel.row_interleave = N),
     the producer on every SM ahead of the consumer."""

@@ -11,6 +11,17 @@ the AllReduce (tp) or ReduceScatter (sp) follows the column-parallel dgrads, the
 output gradient precedes the row-parallel dgrads, and in sp the LN outputs are re-gathered for
 the wgrad GEMMs (Megatron's implementation, spec section 1.2).
 
+`workload=layer` is one period of a stack of identical layers, cut where no scheme communicates or
+overlaps: at attention's input, which is the QKV output every GPU holds for its own heads. The
+forward period runs attention -> out-proj -> LN2 -> FFN1 -> FFN2 -> LN1 and QKV of the next layer;
+the backward period (training, after the forward one) runs attention backward -> QKV dgrad -> LN1
+backward -> FFN2 and FFN1 dgrad of the previous layer -> LN2 backward -> out-proj dgrad. So the
+chains that cross a layer boundary (L2 forward, L4 backward: a GEMM-RS, LN and AG-GEMM that CAIS
+pipelines and T3 overlaps) run whole, as they do in the model, and the end-to-end time is
+`model.layers` x this period (spec section 1.3: "L2's QKV belongs to the next layer"). Cut at
+LN1 instead, a layer would start with a gather nothing overlaps and end with a reduction no
+consumer waits for.
+
 Sub-layers (spec section 1.3; paper V-A2): L1 out-proj -> LN2 -> FFN1 (fwd); L2 FFN2 -> LN1 ->
 QKV of the next layer (fwd); L3 FFN1 dgrad -> LN2 bwd -> out-proj dgrad; L4 QKV dgrad -> LN1 bwd
 -> FFN2 dgrad of the previous layer. A sub-layer runs from its producer GEMM's start to its
@@ -58,31 +69,38 @@ class _Builder:
             return dep
         return self.g.add(Collective(name, "all_gather", self.T, self.h, (dep,))).name
 
-    def forward(self, sfx: str = "", after: str | None = None, stop_after_qkv: bool = False) -> str:
+    def forward(self, after: str | None = None) -> str:
+        """One forward period: attention of layer i to the QKV GEMM of layer i + 1 (module doc)."""
         g, T, h, f, N = self.g, self.T, self.h, self.f, self.N
-        dep = (after,) if after else ()
-        ln1 = g.add(Norm(f"ln1{sfx}", self.ln_rows, h, dep)).name
-        x1 = self.gather(f"ag_ln1{sfx}", ln1)
-        qkv = g.add(Gemm(f"qkv{sfx}", T, 3 * h // N, h, (x1,), a_gathered=self.sp)).name
-        if stop_after_qkv:
-            return qkv
         bh, d = attention_shape(self.m, N)
-        attn = g.add(Attention(f"attn{sfx}", bh, self.m.seq_len, d, (qkv,))).name
-        proj = g.add(Gemm(f"out_proj{sfx}", T, h, h // N, (attn,), out_partial=True, sharded="K")).name
-        r1 = self.reduce(f"reduce_attn{sfx}", proj)
-        ln2 = g.add(Norm(f"ln2{sfx}", self.ln_rows, h, (r1,))).name
-        x2 = self.gather(f"ag_ln2{sfx}", ln2)
-        ffn1 = g.add(Gemm(f"ffn1{sfx}", T, f // N, h, (x2,), a_gathered=self.sp)).name
-        ffn2 = g.add(Gemm(f"ffn2{sfx}", T, h, f // N, (ffn1,), out_partial=True, sharded="K")).name
-        return self.reduce(f"reduce_ffn{sfx}", ffn2)
+        attn = g.add(Attention("attn", bh, self.m.seq_len, d, (after,) if after else ())).name
+        proj = g.add(Gemm("out_proj", T, h, h // N, (attn,), out_partial=True, sharded="K")).name
+        r1 = self.reduce("reduce_attn", proj)
+        ln2 = g.add(Norm("ln2", self.ln_rows, h, (r1,))).name
+        x2 = self.gather("ag_ln2", ln2)
+        ffn1 = g.add(Gemm("ffn1", T, f // N, h, (x2,), a_gathered=self.sp)).name
+        ffn2 = g.add(Gemm("ffn2", T, h, f // N, (ffn1,), out_partial=True, sharded="K")).name
+        r2 = self.reduce("reduce_ffn", ffn2)
+        ln1 = g.add(Norm("ln1", self.ln_rows, h, (r2,))).name  # LN1 of layer i + 1
+        x1 = self.gather("ag_ln1", ln1)
+        return g.add(Gemm("qkv", T, 3 * h // N, h, (x1,), a_gathered=self.sp)).name
 
     def backward(self, after: str | None) -> str:
+        """One backward period: attention backward of layer i to the out-proj dgrad of layer i - 1."""
         g, T, h, f, N = self.g, self.T, self.h, self.f, self.N
-        dep = (after,) if after else ()
-        dy2 = g.add(Collective("ag_dy_ffn", "all_gather", T, h, dep)).name if self.sp else (after or "")
-        d0 = (dy2,) if dy2 else ()
-        ffn2_d = g.add(Gemm("ffn2_dgrad", T, f // N, h, d0, a_gathered=self.sp)).name
-        g.add(Gemm("ffn2_wgrad", f // N, h, T, d0, wgrad=True, sharded="M"))
+        bh, d = attention_shape(self.m, N)
+        attn_b = g.add(Attention("attn_bwd", bh, self.m.seq_len, d, (after,) if after else (), backward=True)).name
+        qkv_d = g.add(Gemm("qkv_dgrad", T, h, 3 * h // N, (attn_b,), out_partial=True, sharded="K")).name
+        r2 = self.reduce("reduce_qkv_dgrad", qkv_d)
+        if self.sp:
+            x1 = g.add(Collective("ag_ln1_regather", "all_gather", T, h, (attn_b,))).name
+            g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b, x1), wgrad=True))
+        else:
+            g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b,), wgrad=True))
+        ln1_b = g.add(Norm("ln1_bwd", self.ln_rows, h, (r2,), backward=True)).name
+        dy2 = self.gather("ag_dy_ffn", ln1_b)  # the output gradient of layer i - 1, from here on
+        ffn2_d = g.add(Gemm("ffn2_dgrad", T, f // N, h, (dy2,), a_gathered=self.sp)).name
+        g.add(Gemm("ffn2_wgrad", f // N, h, T, (dy2,), wgrad=True, sharded="M"))
         ffn1_d = g.add(Gemm("ffn1_dgrad", T, h, f // N, (ffn2_d,), out_partial=True, sharded="K")).name
         r1 = self.reduce("reduce_ffn1_dgrad", ffn1_d)
         if self.sp:
@@ -94,16 +112,7 @@ class _Builder:
         dy1 = self.gather("ag_dy_attn", ln2_b)
         proj_d = g.add(Gemm("out_proj_dgrad", T, h // N, h, (dy1,), a_gathered=self.sp)).name
         g.add(Gemm("out_proj_wgrad", h // N, h, T, (dy1,), wgrad=True, sharded="M"))
-        bh, d = attention_shape(self.m, N)
-        attn_b = g.add(Attention("attn_bwd", bh, self.m.seq_len, d, (proj_d,), backward=True)).name
-        qkv_d = g.add(Gemm("qkv_dgrad", T, h, 3 * h // N, (attn_b,), out_partial=True, sharded="K")).name
-        r2 = self.reduce("reduce_qkv_dgrad", qkv_d)
-        if self.sp:
-            x1 = g.add(Collective("ag_ln1_regather", "all_gather", T, h, (attn_b,))).name
-            g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b, x1), wgrad=True))
-        else:
-            g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b,), wgrad=True))
-        return g.add(Norm("ln1_bwd", self.ln_rows, h, (r2,), backward=True)).name
+        return proj_d
 
     # ---- sub-layers: producer GEMM -> reduction -> LN -> gather -> consumer GEMM
     def sublayer(self, producer: Gemm, ln_name: str, backward: bool, consumer: Gemm) -> None:
