@@ -28,7 +28,7 @@ from harness.system import run_system
 from harness.workload import WORKLOADS as LAYER_WORKLOADS  # noqa: F401  (what simulate dispatches here)
 from harness.workload import build, from_config
 
-_KERNEL_STAT = re.compile(r"gpu(\d+)\.kernel(\d+)\.(.+)\.(start|end)")
+_KERNEL_STAT = re.compile(r"gpu(\d+)\.kernel(\d+)\.(.+)\.(start|end|sm_us|sync_wait_sm_us)")
 _PKT_BYTES = re.compile(r"gpu\d+\.tx\.([A-Z_]+)\.bytes")
 
 
@@ -45,18 +45,29 @@ def check(cfg: DictConfig) -> None:
 
 
 def kernel_times(stats: pd.DataFrame, lowered) -> pd.DataFrame:
-    """One row per (op, launch): earliest start and latest end over the GPUs, in us."""
+    """One row per (op, launch): earliest start and latest end over the GPUs, in us, and the SM
+    time its blocks held per GPU (mean over the GPUs, SM-us: an SM for a microsecond; a block
+    holds the largest of its thread, register, shared-memory and block-slot shares), the part
+    of it they waited on CAIS syncs."""
     rows: dict[int, dict] = {}
+    gpus: dict[int, set[int]] = {}
     for name, value in zip(stats["name"], stats["value"]):
         m = _KERNEL_STAT.fullmatch(name)
         if not m or value < 0:
             continue
         li, what = int(m.group(2)), m.group(4)
-        r = rows.setdefault(li, {"launch": li, "kernel": m.group(3), "start_us": float("inf"), "end_us": 0.0})
+        r = rows.setdefault(li, {"launch": li, "kernel": m.group(3), "start_us": float("inf"), "end_us": 0.0,
+                                 "sm_us": 0.0, "sync_wait_sm_us": 0.0})
+        gpus.setdefault(li, set()).add(int(m.group(1)))
         if what == "start":
             r["start_us"] = min(r["start_us"], value / 1e3)
-        else:
+        elif what == "end":
             r["end_us"] = max(r["end_us"], value / 1e3)
+        else:
+            r[what] += value
+    for li, r in rows.items():
+        r["sm_us"] /= len(gpus[li])
+        r["sync_wait_sm_us"] /= len(gpus[li])
     op_of = {li: op for op, lis in lowered.op_launches.items() for li in lis}
     out = pd.DataFrame(sorted(rows.values(), key=lambda r: r["launch"]))
     out.insert(0, "op", [op_of.get(li, "") for li in out["launch"]])

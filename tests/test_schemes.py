@@ -207,6 +207,9 @@ def test_scheme_runs_and_moves_the_analytical_bytes(engines, tmp_path, scheme, p
         assert row.get(f"bytes_{kind}", 0) == nbytes, kind
     kernels = pd.read_csv(tmp_path / f"{scheme}_{phase}_{workload}_0" / "kernels.csv")
     assert (kernels["end_us"] > kernels["start_us"]).all()
+    # the SM time a kernel's blocks held, and the part of it spent in CAIS sync waits
+    assert kernels["sm_us"].sum() > 0 and (kernels["sync_wait_sm_us"] <= kernels["sm_us"]).all()
+    assert (kernels["sync_wait_sm_us"] > 0).any() == (scheme in ("cais", "cais_partial"))
 
 
 def test_cais_ld_replaced_by_plain_remote_loads_moves_n_minus_1_times_the_bytes(engines, tmp_path):

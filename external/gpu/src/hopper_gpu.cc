@@ -101,6 +101,9 @@ void HopperGpu::register_stats() {
     st.value(k + ".end", "ns", [lp] { return lp->end_ps / 1000.0; });
     st.value(k + ".release", "ns", [lp] { return lp->release_ps / 1000.0; });
     st.value(k + ".tbs", "blocks", [lp] { return static_cast<double>(lp->tbs); });
+    st.value(k + ".sm_us", "SM-us", [lp] { return lp->sm_share * static_cast<double>(lp->resident_ps) / 1e6; });
+    st.value(k + ".sync_wait_sm_us", "SM-us",
+             [lp] { return lp->sm_share * static_cast<double>(lp->sync_wait_ps) / 1e6; });
   }
 }
 

@@ -41,6 +41,7 @@ void GroupSync::release(std::uint32_t group) {
     const auto t = static_cast<std::uint32_t>(w);
     Tb& tb = ctx_.sched->tb(t);
     wait_ns_.add(static_cast<double>(now - tb.wait_since) / 1000.0);
+    ctx_.sched->launch(tb.launch).sync_wait_ps += now - tb.wait_since;  // held its SM meanwhile
     if (tb.state == TbState::kSyncLaunch) {
       ctx_.schedule(now + ctx_.cfg.tb_overhead_ps, kTbStart, t);
     } else if (tb.state == TbState::kWaitSync) {

@@ -74,6 +74,10 @@ void TbScheduler::setup() {
     if (L.dk->uses_remote && !ctx_.has_ports && wl.num_gpus() > 1)
       throw ConfigError("topology", ctx_.name() + " has no NVLink port but kernel " + quote(k.name()) + " accesses peers");
     L.blocks_per_sm = static_cast<std::uint32_t>(bps);
+    L.sm_share = std::max({static_cast<double>(k.threads_per_block()) / cfg.max_threads_per_sm,
+                           static_cast<double>(k.regs_per_thread()) * k.threads_per_block() / cfg.regs_per_sm,
+                           static_cast<double>(k.smem_bytes()) / static_cast<double>(cfg.smem_per_sm),
+                           1.0 / cfg.max_blocks_per_sm});
     L.total = L.dk->num_blocks;
     L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
     L.block_done.assign(L.total, 0);
@@ -267,6 +271,7 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
   tb.launch = L.index;
   tb.sm = s;
   tb.cta = cta_at(L, L.next_cta++);
+  tb.placed_ps = ctx_.now();
   begin_block(tbi, tb.cta);
   const auto& c = k.cais();
   if (!L.prelaunch && c.enabled() && c.pre_launch_sync() && L.participants > 1 && ctx_.has_ports) {
@@ -328,6 +333,7 @@ void TbScheduler::retire(std::uint32_t tbi) {
     sm.threads -= k.threads_per_block();
     sm.regs -= k.regs_per_thread() * k.threads_per_block();
     sm.smem -= k.smem_bytes();
+    L.resident_ps += ctx_.now() - tb.placed_ps;
     tb.state = TbState::kFree;
     free_tbs_.push_back(tbi);
     if (L.cluster_slots && --L.cluster_left[tb.cta / L.cluster_ctas] == 0) cluster_slots_used_ -= L.cluster_slots;

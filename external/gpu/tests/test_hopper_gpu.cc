@@ -57,6 +57,34 @@ TEST(Hopper, LoopsRunTheirTripCountAndWavesFollowOccupancy) {
   EXPECT_EQ(r.stats["gpu0.mma_flops"], 8 * 3 * 2.0 * 128 * 128 * 64);
 }
 
+TEST(Hopper, KernelsReportTheSmTimeTheirBlocksHeld) {
+  // 8 blocks of 200 KiB shared memory (the largest share: 200 of 228 KiB) on 4 SMs, each
+  // resident for its start overhead and 3 MMAs: SM time = 8 x 1546 ns x 200 / 228.
+  auto wl = one_kernel(1, 8);
+  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
+  add(wl, isa::LOOP)->set_count(3);
+  auto* m = add(wl, isa::MMA);
+  m->set_m(128);
+  m->set_n(128);
+  m->set_k(64);
+  add(wl, isa::ENDLOOP);
+  auto r = run(wl);
+  EXPECT_NEAR(r.stats["gpu0.kernel0.k.sm_us"], 8 * (10 + 3 * 512) / 1000.0 * 200.0 / 228.0, 1e-9);
+  EXPECT_EQ(r.stats["gpu0.kernel0.k.sync_wait_sm_us"], 0.0);
+  // a one-warp block without registers or shared memory holds one of the 32 block slots
+  auto one = one_kernel(1, 4);  // one block on each of the 4 SMs
+  one.mutable_kernels(0)->set_threads_per_block(32);
+  one.mutable_kernels(0)->set_regs_per_thread(0);
+  auto* mma = add(one, isa::MMA);
+  mma->set_m(128);
+  mma->set_n(128);
+  mma->set_k(64);
+  r = run(one);
+  const double busy_us = (r.stats["gpu0.finish_time"] / 1000.0 - 1000.0) / 1000.0;
+  EXPECT_GT(busy_us, 0.0);
+  EXPECT_NEAR(r.stats["gpu0.kernel0.k.sm_us"], 4 * busy_us / 32.0, 1e-9);
+}
+
 TEST(Hopper, LocalLoadMissGoesToHbmThenHitsInL2) {
   auto wl = one_kernel();
   mem(wl, isa::LD, 4, 256, 1024);

@@ -41,6 +41,7 @@ struct Tb {
   TbState state = TbState::kFree;
   double jitter = 1.0;
   TimePs wait_since = 0;
+  TimePs placed_ps = 0;  // when the block took its SM (its resources are held from then on)
   std::uint32_t group = 0;
 };
 
@@ -75,6 +76,11 @@ struct LaunchState {
   std::vector<TimePs> reg_ps;
   TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
   std::uint64_t tbs = 0;
+  // SM time: the share of an SM one block holds (the largest of its threads, registers, shared
+  // memory and block-slot shares), the time its blocks held SMs, and the part of it they spent
+  // in CAIS pre-access or on-SM pre-launch sync waits.
+  double sm_share = 0;
+  TimePs resident_ps = 0, sync_wait_ps = 0;
   // Thread-block clusters of >= 4 CTAs: cluster_ctas / 4 slots of gpu.max_clusters_4 each while
   // any of their CTAs is resident (cluster_left: CTAs of each cluster not yet retired).
   std::uint32_t cluster_ctas = 1, cluster_slots = 0;
