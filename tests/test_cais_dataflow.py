@@ -50,22 +50,29 @@ def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     (d,) = la_pub.deps
     assert (d.producer, d.scale_num, d.lo, d.hi) == (ln, 128, 0, 127)
     assert k_ag_gate.grid_y == 9216 // 128
-    # row block by is copied once (ld.cais from its owner) when its flag is set; FFN1 tile row
-    # by waits for that copy and reads the rows locally
-    gather, la_gather, k_gather = _launch(low, "ag_ln2.gather")
-    (d,) = la_gather.deps
-    assert (d.producer, d.key) == (ag_gate, isa.ROW) and list(la_gather.after) == []
-    assert [i.op for i in k_gather.program if i.op != isa.CAIS_SYNC] == [isa.LD_CAIS, isa.ST]
-    (d,) = la_ffn1.deps
-    assert (d.producer, d.key) == (gather, isa.ROW)
-    assert not {isa.LD_CAIS, isa.LD_REMOTE} & {i.op for i in k_ffn1.program}
-    # without the reuse, every FFN1 tile ld.cais's its A rows from their owner
-    _, low = _lower("cais", "inference", "sublayer_l1", "scheme.reuse_remote_rows=false", model="llama_7b")
-    ag_gate, _, _ = _launch(low, "ag_ln2.gate")
-    _, la_ffn1, k_ffn1 = _launch(low, "ffn1")
+    # FFN1 tile row by waits for its rows' flag and ld.cais's them from their owner in its K
+    # loop, the row's tiles starting at staggered K steps (FFN1: 11 tiles, 5 of its 64 steps apart)
     (d,) = la_ffn1.deps
     assert (d.producer, d.key) == (ag_gate, isa.ROW) and k_ffn1.cais.enabled
-    assert isa.LD_CAIS in {i.op for i in k_ffn1.program}
+    (a_load,) = [i for i in k_ffn1.program if i.op == isa.LD_CAIS][:1]
+    assert a_load.addr.block_x == 5 * 128 and [(q.block_x, q.divisor) for q in a_load.addr.quotient][-1] == (5, 64)
+    assert not any(k.name == "ag_ln2.gather" for k in low.workload.kernels)
+
+
+def test_a_gathered_tensor_that_two_kernels_read_is_copied_once_and_read_locally():
+    """The output gradient of the attention block: the out-proj dgrad (an AG-GEMM) and its
+    weight gradient both read it, so one copy fetches each row block (ld.cais from its owner)
+    when its flag is set, and the dgrad's tile row by waits for that copy."""
+    _, low = _lower("cais", "training", "layer", model="llama_7b")
+    ag_gate, _, _ = _launch(low, "ag_dy_attn.gate")
+    gather, la_gather, k_gather = _launch(low, "ag_dy_attn.gather")
+    (d,) = la_gather.deps
+    assert (d.producer, d.key) == (ag_gate, isa.ROW)
+    assert [i.op for i in k_gather.program if i.op != isa.CAIS_SYNC] == [isa.LD_CAIS, isa.ST]
+    _, la_dgrad, k_dgrad = _launch(low, "out_proj_dgrad")
+    (d,) = la_dgrad.deps
+    assert (d.producer, d.key) == (gather, isa.ROW)
+    assert not {isa.LD_CAIS, isa.LD_REMOTE} & {i.op for i in k_dgrad.program}
 
 
 def test_gates_take_no_registers_or_shared_memory_from_the_gemm_tiles():
@@ -84,10 +91,10 @@ def test_gates_take_no_registers_or_shared_memory_from_the_gemm_tiles():
 def test_producer_consumer_and_gather_share_the_home_interleaved_row_order():
     """Every GPU hands out row block r of every owner before r + 1 (Kernel.row_interleave = N),
     the producer on every SM ahead of the consumer."""
-    _, low = _lower("cais", "inference", "sublayer_l1", model="llama_7b")
+    _, low = _lower("cais", "training", "layer", model="llama_7b")
     _, la_rs, k_rs = _launch(low, "out_proj")
     _, la_ffn1, k_ffn1 = _launch(low, "ffn1")
-    _, _, k_gather = _launch(low, "ag_ln2.gather")
+    _, _, k_gather = _launch(low, "ag_dy_attn.gather")
     assert k_rs.row_interleave == k_ffn1.row_interleave == k_gather.row_interleave == G
     assert la_rs.sm_count == 0 and la_ffn1.sm_count == 0  # every SM
     assert la_rs.priority > la_ffn1.priority

@@ -85,14 +85,15 @@ def _gathered() -> np.ndarray:
     return np.repeat(np.arange(1, G + 1, dtype=float), ROWS)[:, None] * np.ones((1, H))
 
 
-@pytest.mark.parametrize("scheme,extra", [(s, ()) for s in CAIS_SCHEMES] + [("cais", ("scheme.reuse_remote_rows=false",))],
-                         ids=CAIS_SCHEMES + ["cais-no-reuse"])
+@pytest.mark.parametrize("scheme,extra", [(s, ()) for s in CAIS_SCHEMES] + [("cais", ("gpu.cache_remote_reads=false",))],
+                         ids=CAIS_SCHEMES + ["cais-no-l2-cache"])
 def test_cais_schemes_reduce_gather_and_count_exactly_with_a_partial_row_block(engines, tmp_path, scheme, extra):
     """A training layer: every ReduceScatter's 160-row shard holds the sum, every gather holds
     each owner's rows, the bytes on NVLink equal spec 1.6's count, and the homes counted every
     contribution (a gate expecting a whole block's bytes for the partial one would never open:
-    the run would not end; the threshold itself is pinned by the lowering test above). Without
-    the reuse of remote rows the AG-GEMMs' own edge tiles ld.cais their clipped A rows."""
+    the run would not end; the threshold itself is pinned by the lowering test above). Every
+    AG-GEMM here is one column of tiles, so without the L2 keeping remote chunks the bytes are
+    the same."""
     stats, row = _run(tmp_path, scheme, *extra)
     for g in range(G):
         for rs in ("reduce_attn", "reduce_ffn", "reduce_ffn1_dgrad", "reduce_qkv_dgrad"):
@@ -103,7 +104,7 @@ def test_cais_schemes_reduce_gather_and_count_exactly_with_a_partial_row_block(e
             _check(stats, g, "ag_dy_ffn", _gathered())
     model = ("model=tiny_edge",)
     want = cais_base_bytes("training", "layer", model=model) if scheme == "cais_base" else \
-        cais_bytes("training", "layer", reuse=not extra, model=model)
+        cais_bytes("training", "layer", model=model)
     for kind, nbytes in want.items():
         assert row.get(f"bytes_{kind}", 0) == nbytes, kind
     # every red.cais line that reached a home was counted there, the partial block's included

@@ -65,3 +65,46 @@ def test_nvls_all_reduce_with_registers_equals_numpy(engines):
     assert (want["min"], want["max"]) == (36 - 8 + 7, 36 - 1 + 7)  # slot g: 7 instead of g + 1
     for g in range(G):
         assert functional.engine_summary(stats, g, "MC") == want, f"gpu{g}"
+
+
+# gpu.cache_remote_reads with values: 4 blocks of GPU g load GPU (g+1)'s marked row twice into
+# registers (read-only remote loads: one fetch, three blocks joining it, then four L2 hits) and
+# store each register into their own rows of OUT. Every row must hold the peer's values.
+CACHED = f"""
+.workload cached_remote_reads gpus={G} functional
+.buffer X bytes=512 dtype=fp32
+.buffer OUT bytes={8 * 512} dtype=fp32
+.buffer F bytes=64 dtype=fp32
+.kernel init grid=1x1 threads=128
+  st buf=X addr=[0] rows=1 row_bytes=512 value=5   ; X = 5 on every GPU ...
+  st buf=X addr=[256] rows=1 row_bytes=256         ; ... but its second half = rank + 1
+""" + "".join(f"  flag.signal buf=F addr=[0] value=1 scope=remote peer=[g + {d} % {G}]\n" for d in range(1, G)) + f"""
+.end
+.kernel reads grid=4x1 threads=128
+  flag.wait buf=F addr=[0] value={G - 1}
+  ld.remote.nc buf=X addr=[0] rows=1 row_bytes=512 peer=[g + 1 % {G}] reg=1
+  st buf=OUT addr=[512*bx] rows=1 row_bytes=512 reg=1
+  ld.remote.nc buf=X addr=[0] rows=1 row_bytes=512 peer=[g + 1 % {G}] reg=2
+  st buf=OUT addr=[2048 + 512*bx] rows=1 row_bytes=512 reg=2
+.end
+.launch init
+.launch reads after=0
+"""
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_cached_remote_tiles_carry_the_peers_values(engines, cache):
+    if not (engines / "cais-engine").exists():
+        pytest.skip("cais-engine not built")
+    wl = isa_text.parse(CACHED)
+    assert isa_text.parse(isa_text.format(wl)) == wl and wl.kernels[1].program[1].read_only
+    cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.functional=true",
+                  f"gpu.cache_remote_reads={str(cache).lower()}")
+    res = run_system(cfg, workload=wl.SerializeToString())
+    stats = dict(zip(res.stats["name"], res.stats["value"]))
+    for g in range(G):
+        row = np.concatenate([np.full(64, 5.0), np.full(64, (g + 1) % G + 1.0)])
+        assert functional.engine_summary(stats, g, "OUT") == functional.summary(np.tile(row, 8)), f"gpu{g}"
+        if cache:
+            assert (stats[f"gpu{g}.remote_reads.fetches"], stats[f"gpu{g}.remote_reads.joined"],
+                    stats[f"gpu{g}.remote_reads.l2_hits"]) == (1, 3, 4)

@@ -42,7 +42,9 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
     """LADM: a block loads its B tile (b_rows x K) from the GPU holding the tile's first weight row
     (N/G rows each) by plain remote loads; attention loads each K and V tile (128 x d) from the GPU
     holding those keys (g + floor((128 bx - 128 L0) / rows per GPU), mod G); a weight gradient's
-    tile goes to the home of its rows (M/G each) as an unmerged remote reduction."""
+    tile goes to the home of its rows (M/G each) as an unmerged remote reduction. The loads are
+    read-only, so each GPU's L2 keeps what it fetched for the kernel (gpu.cache_remote_reads):
+    a B tile column is fetched once, not once per tile row, and a K/V tile once per head."""
     from harness.gpu import kernels as calibrated
     from harness.schemes.ladm import logical_shape
     from harness.workload.graph import Attention, Gemm
@@ -60,16 +62,15 @@ def ladm_bytes(phase: str, workload: str) -> dict[str, int]:
                     home = max(c.tm, -(-(M // G) // c.tm) * c.tm)  # M/G rows per home, whole tiles
                     out["cais_red"] += sum(c.tm * tn_eff * 2 * gx for by in range(gy) if by * c.tm // home != gpu)
                 else:
-                    out["read_resp"] += sum(gy * b_rows * K * 2 for bx in range(gx) if bx * c.tn // (N // G) != gpu)
+                    out["read_resp"] += sum(b_rows * K * 2 for bx in range(gx) if bx * c.tn // (N // G) != gpu)
         elif isinstance(op, Attention):
             q = tokens // G
             heads = op.batch_heads * G // (tokens // op.seq)
             nt = math.ceil(op.seq / 128)
             for gpu in range(G):
-                for bx in range(q // 128):
-                    for L0 in range((nt + 1) // 2):
-                        if (gpu + (128 * bx - 128 * L0) // q) % G != gpu:
-                            out["read_resp"] += heads * 2 * 128 * op.head_dim * 2
+                tiles = {((gpu + (128 * bx - 128 * L0) // q) % G, L0) for bx in range(q // 128)
+                         for L0 in range((nt + 1) // 2)}  # (peer, key tile): one fetch each
+                out["read_resp"] += sum(heads * 2 * 128 * op.head_dim * 2 for peer, _ in tiles if peer != gpu)
     return out
 
 
@@ -87,9 +88,9 @@ def cais_base_bytes(phase: str, workload: str, compiled: bool = True, model: tup
     """CAIS-Base (spec 1.6) summed over the GPUs. GEMM-RS: every GPU sends the (N-1)/N of its
     partial that others own, (N-1) D in all, as red.cais or plain red (the merge happens beyond
     the GPUs' links). AG-GEMM: each A line is asked for by the N-1 GPUs that do not own it; merged
-    (ld.cais) its owner answers once per merge session, and there is one session per consumer
-    tile column (gx of them: the engine keeps no remote line in L2, spec A7), so gx D in all;
-    as plain remote loads N-1 times that. A re-gather: D, or (N-1) D. Before every gather a
+    (ld.cais) its owner answers once per merge session, one session per line (the requester's
+    L2 keeps the line for the kernel's other tiles, spec A7), so D in all; as plain remote loads
+    N-1 times that. A re-gather: D, or (N-1) D. Before every gather a
     barrier: N-1 flag writes of 8 B per GPU."""
     from harness.workload.graph import Collective, Gemm
     g = build(from_config(compose(*model).model), phase, workload, "sp", G)
@@ -102,21 +103,17 @@ def cais_base_bytes(phase: str, workload: str, compiled: bool = True, model: tup
             out["cais_red"] += (G - 1) * op.bytes
             continue
         out["write"] += G * 8 * (G - 1)
-        nxt = g.ops[i + 1] if i + 1 < len(g.ops) else None
-        gx = 1
-        if isinstance(nxt, Gemm) and nxt.a_gathered and nxt.deps == (op.name,):
-            gx = math.ceil(nxt.N / _tile_plan(nxt.M, nxt.N, nxt.K).tn)
-        out[load] += copies * gx * op.bytes
+        out[load] += copies * op.bytes
     return out
 
 
-def cais_bytes(phase: str, workload: str, reuse: bool = True, model: tuple[str, ...] = BASE) -> dict[str, int]:
+def cais_bytes(phase: str, workload: str, model: tuple[str, ...] = BASE) -> dict[str, int]:
     """CAIS moves each remote line once per merge session from its owner (spec 1.6): a
     ReduceScatter's red.cais send (N-1)/N D per GPU (the owner's own partial stays local); a
-    gathered tensor D leaves its owners once (ld.cais by the per-row-block copy, the reuse of
-    spec A7), or with reuse=False once per column of tiles of each AG-GEMM (tile (m, n) loads its
-    A rows itself) plus once for a copy the weight gradients read. Each owner flags each of its
-    128-row blocks ready to the N-1 other GPUs (8 B each), a partial last block too."""
+    gathered tensor D leaves its owners once: ld.cais'd by the AG-GEMM's tiles in their K loop,
+    the requester's L2 keeping each chunk for the row's other tiles (spec A7), or by a copy when
+    another kernel reads it too. Each owner flags each of its 128-row blocks ready to the N-1
+    other GPUs (8 B each), a partial last block too."""
     from harness.workload.graph import Collective, Gemm
     g = build(from_config(compose(*model).model), phase, workload, "sp", G)
     out = {"cais_red": 0, "cais_ld_resp": 0, "write": 0, "read_resp": 0}
@@ -129,13 +126,7 @@ def cais_bytes(phase: str, workload: str, reuse: bool = True, model: tuple[str, 
         out["write"] += G * (G - 1) * 8 * _row_blocks(op.rows // G)
         consumers = g.consumers(op.name)
         ag_gemms = [c for c in consumers if isinstance(c, Gemm) and c.a_gathered and c.deps == (op.name,)]
-        if reuse:
-            out["cais_ld_resp"] += op.bytes
-            continue
-        for c in ag_gemms:
-            out["cais_ld_resp"] += op.bytes * math.ceil(c.N / plan(c.M, c.N, c.K, 66, 128).tn)
-        if len(ag_gemms) < len(consumers):
-            out["cais_ld_resp"] += op.bytes
+        out["cais_ld_resp"] += op.bytes
     return out
 
 
@@ -244,14 +235,21 @@ def test_layer_results_are_deterministic_and_partition_invariant(engines, tmp_pa
     assert ka.equals(kb)
 
 
-def test_cais_without_remote_line_reuse_fetches_once_per_tile_column(engines, tmp_path):
-    """(On model=tiny every AG-GEMM is one column of tiles: the weight gradients' copies, made
-    after the AG-GEMM, then fetch the gathered rows a second time.)"""
-    phase, workload = "training", "layer"
-    row = _run(tmp_path, "cais", phase, workload, "scheme.reuse_remote_rows=false")
-    for kind, nbytes in cais_bytes(phase, workload, reuse=False).items():
-        assert row.get(f"bytes_{kind}", 0) == nbytes, kind
-    assert cais_bytes(phase, workload, reuse=False)["cais_ld_resp"] > cais_bytes(phase, workload)["cais_ld_resp"]
+@pytest.mark.parametrize("cache", [True, False])
+def test_cais_fetches_a_gathered_row_once_per_gpu_only_with_remote_read_caching(engines, tmp_path, cache):
+    """FFN1 four times wider than model=tiny's (4 columns of tiles): with the requester's L2
+    keeping remote chunks (spec A7) each GPU fetches every gathered line once; without
+    (gpu.cache_remote_reads=false, A7's sensitivity) up to once per column of tiles (fewer
+    where a GPU's second request for a line finds the first one's merge entry still waiting)."""
+    phase, workload, wide = "inference", "sublayer_l1", (*BASE, "model.ffn_hidden=4096")
+    extra = () if cache else ("gpu.cache_remote_reads=false",)
+    row = _run(tmp_path, "cais", phase, workload, "model.ffn_hidden=4096", *extra)
+    want = cais_bytes(phase, workload, model=wide)
+    for kind, nbytes in want.items():
+        if cache or kind != "cais_ld_resp":
+            assert row.get(f"bytes_{kind}", 0) == nbytes, kind
+    if not cache:
+        assert want["cais_ld_resp"] < row["bytes_cais_ld_resp"] <= 4 * want["cais_ld_resp"]
 
 
 def test_cais_results_are_deterministic_and_partition_invariant(engines, tmp_path):

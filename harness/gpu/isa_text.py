@@ -23,7 +23,7 @@ flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B 
 ``row:`` / ``col:`` key the range on the consumer's block_y / block_x over the producer's rows /
 columns of blocks, isa.proto TbDependency).
 
-Instructions: ``MNEMONIC[.async] key=value ... [; comment]``. Tile registers of functional
+Instructions: ``MNEMONIC[.nc][.async] key=value ... [; comment]`` (``.nc``: a read-only remote load). Tile registers of functional
 workloads (isa.proto Instr.reg): ``reg=N`` on a load, store, reduction, push or alu and
 ``src_reg=N`` on an alu (``alu reg=1 src_reg=2``: register 1 += register 2).
 Edge tiles: ``in_rows=[...]`` on a memory op clips its rows per block (isa.proto
@@ -200,7 +200,7 @@ def eval_affine(a, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int, ...] 
 
 # ---------------------------------------------------------------- instructions
 def format_instr(ins, buffers: list[str]) -> str:
-    name = MNEMONIC[ins.op] + (".async" if ins.is_async else "")
+    name = MNEMONIC[ins.op] + (".nc" if ins.read_only else "") + (".async" if ins.is_async else "")
     if ins.op == isa.LOOP:
         return f"loop {ins.count}" + (f" ; {ins.comment}" if ins.comment else "")
     parts = [name]
@@ -240,6 +240,9 @@ def parse_instr(text: str, buffers: dict[str, int], ins) -> None:
     if head.endswith(".async"):
         ins.is_async = True
         head = head[: -len(".async")]
+    if head.endswith(".nc") and head[: -len(".nc")] in OPCODE:
+        ins.read_only = True
+        head = head[: -len(".nc")]
     if head not in OPCODE:
         raise ValueError(f"unknown mnemonic '{head}'")
     ins.op = OPCODE[head]

@@ -741,7 +741,7 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
     if backward:
         p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
     p.loop(trips)
-    kv_op = dict(op=isa.LD) if kv_peer is None else dict(op=isa.LD_REMOTE, peer=kv_peer)
+    kv_op = dict(op=isa.LD) if kv_peer is None else dict(op=isa.LD_REMOTE, peer=kv_peer, read_only=True)
     p.ins(buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row, **kv_op)
     p.ins(buffer=kv, is_async=True, addr=affine(S * row, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row,
           **kv_op)

@@ -42,6 +42,10 @@ TK = calibrated.TK
 class Source:
     kind: str = "local"     # local | remote | cais
     owner_rows: int = 0     # rows of A each GPU owns (remote, cais)
+    # The tiles of a row start their K loops at staggered steps (tile bx at bx x kt / gx), so a
+    # row's remote A chunks are fetched by all its column tiles at once, and each tile finds the
+    # others' in L2 (gpu.cache_remote_reads), instead of all waiting on one tile's fetches.
+    stagger_k: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,15 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     # multiple of 64 (loads then cover exactly the row; the mma still runs whole 64-wide steps)
     step = TK * ELEM if K % TK == 0 else K // kt * ELEM
 
+    stagger = kt // gx if source.stagger_k and source.kind != "local" and gx > 1 and kt >= gx else 0
+
+    def rotated_k(a, shift: int):
+        """Step L + shift of tile bx becomes step (L + shift + stagger x bx) mod kt."""
+        if stagger:
+            a.block_x += stagger * step
+            a.quotient.add(base=shift, block_x=stagger, loop=[1], divisor=kt, scale=-kt * step)
+        return a
+
     def loads(shift: int):
         off = shift * step
         if source.kind == "local":
@@ -186,18 +199,18 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
             p.ins(isa.LD, is_async=True, buffer=a, addr=a_addr, rows=a_rows, row_bytes=step, row_stride=lda,
                   **_clipped({}, in_rows))
         else:
-            p.ins(a_op, is_async=True, buffer=a, peer=_owner(c.tm, source.owner_rows),
-                  addr=_owner_terms(affine(off, loops=(step,)), c.tm, source.owner_rows, lda),
+            p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=_owner(c.tm, source.owner_rows),
+                  addr=rotated_k(_owner_terms(affine(off, loops=(step,)), c.tm, source.owner_rows, lda), shift),
                   rows=a_rows, row_bytes=step, row_stride=lda, **_clipped({}, in_rows))
         if w_owner_rows:
             peer = affine(0)
             peer.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=1)
             addr = affine(off, bx=c.tn * lda, loops=(step,))
             addr.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=-w_owner_rows * lda)
-            p.ins(isa.LD_REMOTE, is_async=True, buffer=w, peer=peer, addr=addr, rows=b_rows, row_bytes=step,
-                  row_stride=lda)
+            p.ins(isa.LD_REMOTE, is_async=True, read_only=True, buffer=w, peer=peer, addr=addr, rows=b_rows,
+                  row_bytes=step, row_stride=lda)
         else:
-            p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(step,)),
+            p.ins(isa.LD, is_async=True, buffer=w, addr=rotated_k(affine(off, bx=c.tn * lda, loops=(step,)), shift),
                   rows=b_rows, row_bytes=step, row_stride=lda)
 
     if wait is not None:

@@ -81,6 +81,13 @@ class GpuParams:
     42-44 GB/s to a peer GPU (harness/data/measured/h200x2_p2p_ctas.csv, docs/MEASUREMENTS.md
     "NVLink writes from N CTAs"), above the ~27 GB/s that 256 slots per ~1.2 us round trip
     allow, and 8 CTAs fill the link. false: stores hold a slot until acked."""
+    cache_remote_reads: bool = True
+    """Remote read-only tiles (ld.remote, ld.cais) stay in the requester's L2 within a launch
+    (spec A7: RTWICE-style caching, which LADM and the CAIS paper's AG-GEMM assume): a block
+    loading a tile another block of its GPU fetched hits L2, and one still in flight is joined
+    (an MSHR merge), so every GPU fetches each remote tile once per kernel while L2 (l2_size_mb,
+    FIFO) holds it. Tiles are keyed by launch: nothing read in one kernel is hit in a later one.
+    false: every load goes to the peer (or the switch)."""
     dma_max_outstanding: int = 4096
     """Remote requests the copy engine keeps in flight. A copy-engine peer copy on an HGX H100
     reaches 380 GB/s one way (p2pBandwidthLatencyTest, which uses the copy engines: NVIDIA/nccl

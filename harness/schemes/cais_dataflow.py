@@ -20,8 +20,12 @@ pipeline released thread block by thread block:
   publish  one-warp block per row block, TB dependency on the block's 128 LN rows: a ready flag
            to every GPU (spec A17's multicast flag, as N-1 flag writes plus the local one).
   ag gate  one-warp block per row block of the whole tensor, waits for that ready flag.
-  AG-GEMM  A rows through ld.cais from their owner; tile row by waits (TB dependency) for the
-           ag gate of its rows, so consumer tiles start while the producer still runs.
+  AG-GEMM  A rows through ld.cais from their owner in the K loop; tile row by waits (TB
+           dependency) for the ag gate of its rows, so consumer tiles start while the producer
+           still runs. The requester's L2 keeps the remote chunks for the launch (spec A7,
+           gpu.cache_remote_reads), and the tiles of a row start their K loops at staggered steps
+           (gemm Source.stagger_k), so each chunk leaves its owner once per GPU, fetched by
+           whichever tile of the row comes first while the others hit L2 or join the fetch.
 The gates are resident one-warp waiters (like T3's trigger blocks): the TB scheduler holds the
 consumer blocks through ordinary TB dependencies on them, since those are local to a GPU. They
 stand for that scheduler-side hold (spec 3.6 (1): "the TB scheduler holds the consumer TB until
@@ -42,11 +46,13 @@ row block: the GEMMs' tiles are 128 rows, laid out per owner with a clipped edge
 library GEMM's edge tiles, harness.kernels.gemm), the gathers clip their last block the same
 way, and the gates wait for the partial block's own count of bytes (flag.wait wait_for).
 
-Gathers that feed something other than an AG-GEMM (the weight-gradient GEMMs' re-gathers and
-gathered output gradients) are copy kernels that ld.cais each row block once from its owner.
-A copy block's 64 KiB tile is staged in shared memory (128 threads x 32 registers hold 16 KiB),
-so three fit on an SM, and its blocks are handed out tile by tile over the owners like the
-producer's.
+Gathers that something other than one AG-GEMM reads (the weight-gradient GEMMs' re-gathers,
+and the gathered output gradients that a dgrad AG-GEMM and a wgrad GEMM both read) are
+materialised by a copy kernel that ld.cais's each row block once from its owner; the AG-GEMM
+then reads them locally. A copy block's 64 KiB tile is staged in shared memory (128 threads x 32
+registers hold 16 KiB), so three fit on an SM, and its blocks are handed out tile by tile over
+the owners like the producer's. Copies hold SMs while their loads are in flight: a copy of the
+whole gathered tensor is what the AG-GEMMs' in-loop loads avoid (kernels.csv's sm_us).
 """
 from __future__ import annotations
 
@@ -83,12 +89,6 @@ class CaisParams(SchemeParams):
     """TB-aware request throttling (step 3); conf/scheme sets net.cais_merge.throttle (the
     switch's THROTTLE feedback, parts 1-3) and net.cais_merge.outstanding_cap (the per-GPU cap
     of outstanding mergeable lines, part 4) from it."""
-    reuse_remote_rows: bool = True
-    """True: a gathered row block's remote lines are fetched once (ld.cais) into local memory
-    by a per-row-block copy that the AG-GEMM's tiles of those rows depend on: what the
-    requester's L2 keeping remote lines across a row of tiles gives (spec A7; the engine keeps
-    no remote lines in L2). False: every AG-GEMM tile ld.cais's its own A rows, so the gathered
-    tensor leaves its owners once per column of tiles (A7's sensitivity)."""
 
 
 def block_count(shard_rows: int, per_row: int, axis: str = "by") -> dict:
@@ -111,7 +111,6 @@ class CaisLowering(Lowering):
         self.scheme = scheme
         self.coord = Coordination(params.pre_launch_sync, params.pre_access_sync)
         self.source_form: list[int] = []  # kernels the CAIS compiler rewrites at finish()
-        self.reuse = params.reuse_remote_rows
         self.done: dict[str, tuple[int, ...]] = {}        # op -> launches whose end is the op's end
         self.shard_ready: dict[str, tuple[int, int]] = {}  # op -> (launch, its blocks per row block)
         self.ag_gate: dict[str, int] = {}                 # AG op -> gate launch (row r of blocks = row block r)
@@ -241,9 +240,8 @@ class CaisLowering(Lowering):
     def gather(self, ag: Collective) -> None:
         """The gathered tensor in local memory: each row block's lines loaded once from its
         owner with ld.cais, in column chunks of at most GATHER_ROW_BYTES per row (one block
-        each), released by the row block's ready flag. Without reuse_remote_rows it serves only
-        the weight gradients and runs after the AG-GEMMs of the same gather (so that their merge
-        sessions and the copy's never mix)."""
+        each), released by the row block's ready flag: for a gathered tensor that more than an
+        AG-GEMM reads (module docstring)."""
         G, src, gate = self.t.gpus, self.ag_src[ag.name], self.ag_gate[ag.name]
         R = self.row_blocks(ag.name, ag.rows // G)
         ldh = ag.cols * ELEM
@@ -262,25 +260,25 @@ class CaisLowering(Lowering):
             addr.quotient.add(block_y=1, divisor=R, scale=-R * BLOCK_ROWS * ldh)
             op = {"cais": isa.LD_CAIS, "remote": isa.LD_REMOTE}[load_kind]
             clip = {"rows_in_bounds": in_rows} if in_rows is not None else {}
-            p.ins(op, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1, **clip)
+            p.ins(op, read_only=True, buffer=src, peer=peer, addr=addr, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh,
+                  reg=1, **clip)
             p.ins(isa.ST, buffer=full, addr=dst, rows=BLOCK_ROWS, row_bytes=chunk, row_stride=ldh, reg=1, **clip)
             return ki
         ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = G  # tile (r, c) of every owner, then (r, c + 1): the producer's order
         self.b.wl.kernels[ki].interleave_blocks = True
         dep = {"producer": gate, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0}
-        after = set(self.chain_after[ag.name])
-        after.update(li for o in self.ag_gemms(ag.name) for li in self.done.get(o.name, ()))
-        self.done[ag.name] = (self.launch(ag, ki, self.stream(PRIO_LN), after=tuple(after), deps=(dep,)),)
+        self.done[ag.name] = (self.launch(ag, ki, self.stream(PRIO_LN), after=self.chain_after[ag.name], deps=(dep,)),)
 
     def ag_gemm(self, op: Gemm) -> None:
-        """Tile row by starts when its gathered rows are ready: fetched by the row block's copy
-        (reuse_remote_rows), else loaded by the tile itself with ld.cais from the owner."""
+        """Tile row by starts when its gathered rows are ready: loaded by the tile itself with
+        ld.cais from the owner in its K loop, or, when another kernel reads the gathered tensor
+        too, fetched once by the row block's copy and read locally (module docstring)."""
         ag = self.g.op(op.deps[0])
         owner_rows = op.M // self.t.gpus
         c = self.tiles(op)
         w, out = self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
-        if self.reuse:
+        if len(self.g.consumers(ag.name)) > 1:
             if self.done[ag.name] == (self.ag_gate[ag.name],):
                 self.gather(ag)
             (ready,) = self.done[ag.name]
@@ -291,7 +289,7 @@ class CaisLowering(Lowering):
 
             def build(load_kind, _reduce):
                 ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.ag_src[ag.name], w=w, out=out,
-                                         source=Source(load_kind, owner_rows), config=c)
+                                         source=Source(load_kind, owner_rows, stagger_k=True), config=c)
                 return ki
             ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = self.t.gpus  # the producer's row order

@@ -7,6 +7,7 @@
 #include "cais/gpu/functional_memory.h"
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/remote_packetizer.h"
+#include "cais/gpu/remote_read_cache.h"
 #include "cais/gpu/sync_flags.h"
 #include "cais/gpu/tile_registers.h"
 
@@ -238,12 +239,38 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
     throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " peer " +
                          std::to_string(peer) + " out of range");
   if (multimem || (unicast_remote && peer != ctx_.rank)) {
-    ctx_.remote->issue(tbi, ins, is_dma(ins.op()) ? ctx_.cfg.num_sms : tb.sm);
+    if (!(ctx_.cfg.cache_remote_reads && cached_remote_read(tbi, ins, peer)))
+      ctx_.remote->issue(tbi, ins, is_dma(ins.op()) ? ctx_.cfg.num_sms : tb.sm);
   } else {
     exec_local_memory(tbi, ins);  // also a .cais / remote op whose owner is this GPU
   }
   ++tb.pc;
   if (!ins.is_async()) tb.wait0 = true;  // checked at the top of the instruction loop
+  return true;
+}
+
+// A remote read-only tile load through the remote read cache: served from L2, joined to the
+// fetch in flight, or fetched (with its key, so the fetch fills the cache). False: not such a
+// load (stores, reductions, multimem, DMA; or an edge tile with nothing to move).
+bool BlockExecutor::cached_remote_read(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t peer) {
+  if (ins.op() != isa::LD_CAIS && !(ins.op() == isa::LD_REMOTE && ins.read_only())) return false;
+  Tb& tb = ctx_.sched->tb(tbi);
+  const std::uint32_t rows = tile_rows(ins, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank), tb.loops.data(), tb.depth);
+  const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * ins.row_bytes();
+  if (bytes == 0) return false;
+  const std::uint64_t off = static_cast<std::uint64_t>(eval(tb, ins.addr()));
+  const std::uint64_t key =
+      mix64(mix64(mix64((static_cast<std::uint64_t>(tb.launch) << 40) ^ (static_cast<std::uint64_t>(peer) << 32) ^ ins.buffer()) ^
+                  off) ^
+            (static_cast<std::uint64_t>(rows) << 40) ^ (static_cast<std::uint64_t>(ins.row_bytes()) << 8) ^ ins.row_stride());
+  const std::uint32_t reg = ctx_.functional ? ins.reg() : 0;
+  const std::size_t elements = bytes / ctx_.wl.buffers()[ins.buffer()].elem_bytes;
+  TimePs done = 0;
+  switch (ctx_.rcache->lookup(key, bytes, tbi, reg, tb.pc, elements, done)) {
+    case RemoteReadCache::Outcome::kHit: add_local(tbi, done); break;
+    case RemoteReadCache::Outcome::kJoined: break;
+    case RemoteReadCache::Outcome::kFetch: ctx_.remote->issue(tbi, ins, tb.sm, key); break;
+  }
   return true;
 }
 

@@ -34,6 +34,7 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   if (c.max_outstanding_per_sm == 0) throw ConfigError("gpu.max_outstanding_per_sm", "must be >= 1");
   if (c.dma_max_outstanding == 0) throw ConfigError("gpu.dma_max_outstanding", "must be >= 1");
   c.posted_stores = p.get_bool("gpu.posted_stores");
+  c.cache_remote_reads = p.get_bool("gpu.cache_remote_reads");
   c.max_packet_bytes = static_cast<std::uint32_t>(p.get_uint("gpu.max_packet_bytes"));
   // A packet's sectors are one 64-bit mask in the packetizer: at most 64 sectors of 32 B.
   if (c.max_packet_bytes < 32 || c.max_packet_bytes % 32 != 0 || c.max_packet_bytes > 64 * 32)

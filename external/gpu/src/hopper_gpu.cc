@@ -22,6 +22,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
       sync_(ctx_),
       flags_(ctx_),
       arrivals_(ctx_),
+      rcache_(ctx_),
       exec_(ctx_),
       sched_(ctx_) {
   ctx_.sched = &sched_;
@@ -35,6 +36,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.fmem = &fmem_;
   ctx_.regs = &regs_;
   ctx_.arrivals = &arrivals_;
+  ctx_.rcache = &rcache_;
   ctx_.has_ports = ports_.init();
   sched_.setup();
   register_stats();
@@ -67,6 +69,11 @@ void HopperGpu::register_stats() {
   st.counter(n + ".sync_requests", "packets", &sync_.requests());
   st.counter(n + ".red_arrivals.packets", "packets", &arrivals_.packets());
   st.counter(n + ".red_arrivals.contributions", "contributions", &arrivals_.contributions());
+  if (cfg_.cache_remote_reads) {  // gpu.cache_remote_reads
+    st.counter(n + ".remote_reads.fetches", "tiles", &rcache_.fetches());
+    st.counter(n + ".remote_reads.l2_hits", "tiles", &rcache_.hits());
+    st.counter(n + ".remote_reads.joined", "tiles", &rcache_.joins());
+  }
   st.histogram(n + ".sync_wait", "ns", &sync_.wait_ns());
   st.histogram(n + ".flag_wait", "ns", &exec_.flag_wait_ns());
   st.histogram(n + ".remote_latency", "ns", &remote_.latency_ns());
@@ -148,6 +155,7 @@ std::string HopperGpu::blocked_reason() const {
 void HopperGpu::check_drained() const {
   if (ctx_.has_ports) ports_.check_drained();
   if (remote_.live() != 0) throw InvariantError(name() + ": remote operations left in flight at end of run");
+  if (!rcache_.drained()) throw InvariantError(name() + ": remote tile fetches left in flight at end of run");
   // Acks conserve the lines sent: every mergeable line was answered or acked by a switch.
   if (remote_.mergeable_outstanding() != 0)
     throw InvariantError(name() + ": " + std::to_string(remote_.mergeable_outstanding()) +

@@ -8,6 +8,7 @@
 #include "cais/gpu/functional_memory.h"
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_ports.h"
+#include "cais/gpu/remote_read_cache.h"
 #include "cais/gpu/tb_scheduler.h"
 #include "cais/gpu/tile_registers.h"
 
@@ -18,7 +19,7 @@ RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
   cap_waiting_.assign(queues_.size(), 0);
 }
 
-void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue) {
+void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue, std::uint64_t fill_key) {
   Tb& tb = ctx_.sched->tb(tbi);
   const LaunchState& L = ctx_.sched->launch(tb.launch);
   const auto& bufs = ctx_.wl.buffers();
@@ -39,6 +40,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   op.in_use = true;
   op.tb = tbi;
   op.queue = queue;
+  op.fill_key = fill_key;
   op.op = ins.op();
   op.group = tb.group;
   op.row_bytes = ins.row_bytes();
@@ -256,6 +258,7 @@ void RemotePacketizer::packet_done(std::uint32_t oi) {
   if (op.pending == 0 && op.all_issued) {
     const std::uint32_t tbi = op.tb;
     if (op.reg && loads_register(op.op)) ctx_.regs->remote_load_done(tbi, op.reg);
+    if (op.fill_key) ctx_.rcache->filled(op.fill_key, static_cast<std::uint64_t>(op.rows) * op.row_bytes, tbi, op.reg);
     op.in_use = false;
     free_ops_.push_back(oi);
     --live_;

@@ -38,6 +38,10 @@ inline bool& probe_lifts() {  // ... and lifts it after 5 us (else the hold runs
   static bool on = true;
   return on;
 }
+inline bool& cache_remote_reads() {  // gpu.cache_remote_reads (off unless a test turns it on)
+  static bool on = false;
+  return on;
+}
 inline bool& probe_red_acks() {  // the probe acks every mergeable red.cais (aux >= 2) ...
   static bool on = false;
   return on;
@@ -188,6 +192,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.max_outstanding_per_sm", 64);
   put_i("gpu.dma_max_outstanding", 64);
   c.mutable_params()->operator[]("gpu.posted_stores").set_b(true);
+  c.mutable_params()->operator[]("gpu.cache_remote_reads").set_b(cache_remote_reads());
   put_i("gpu.max_packet_bytes", 128);
   put_i("gpu.bulk_lines", 1);
   put_d("gpu.launch_skew_ns", 0.0);

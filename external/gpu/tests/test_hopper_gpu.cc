@@ -149,6 +149,33 @@ INSTANTIATE_TEST_SUITE_P(
                       Pattern{8, 8, 32, 0, 2, 256},            // 8 rows of 8 B, 32 B apart: 4 sectors per line
                       Pattern{2, 256, 1024, 64, 6, 512}));     // 2 x [64,320): 64 + 128 + 64 B
 
+// gpu.cache_remote_reads: 4 blocks on 4 SMs load the same 512 B tile from GPU 1 twice. The
+// first block fetches it (4 lines), the other 3 join that fetch, and the second loads hit L2.
+// Without the .nc mark (or with the cache off) every load goes to the peer.
+TEST(Hopper, ReadOnlyRemoteTilesAreFetchedOncePerLaunchAndThenHitL2) {
+  const auto run_with = [](bool cache, bool read_only) {
+    cache_remote_reads() = cache;
+    auto wl = one_kernel(2, 4);
+    wl.mutable_launches(0)->add_gpus(0);
+    for (int i = 0; i < 2; ++i) mem(wl, isa::LD_REMOTE, 1, 512, 0, 0, 1)->set_read_only(read_only);
+    auto r = run(wl, 2, true);
+    cache_remote_reads() = false;
+    return r;
+  };
+  auto r = run_with(true, true);
+  EXPECT_EQ(r.stats["gpu0.tx.READ_REQ.packets"], 4);
+  EXPECT_EQ(r.stats["gpu0.remote_reads.fetches"], 1);
+  EXPECT_EQ(r.stats["gpu0.remote_reads.joined"], 3);
+  EXPECT_EQ(r.stats["gpu0.remote_reads.l2_hits"], 4);
+  EXPECT_EQ(r.stats["gpu0.local.l2_tile_hits"], 4);
+  const double cached_end = r.stats["gpu0.finish_time"];
+  for (auto [cache, read_only] : {std::pair{true, false}, std::pair{false, true}}) {
+    r = run_with(cache, read_only);
+    EXPECT_EQ(r.stats["gpu0.tx.READ_REQ.packets"], 4 * 4 * 2);
+    EXPECT_GT(r.stats["gpu0.finish_time"], cached_end);
+  }
+}
+
 TEST(Hopper, RemoteStoreWritesPeerMemoryAndIsAcked) {
   auto wl = one_kernel(2, 1, true);
   wl.mutable_launches(0)->add_gpus(0);

@@ -48,6 +48,7 @@ class BlockExecutor {
   bool exec_compute(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_memory(std::uint32_t tbi, const isa::Instr& ins);
   void exec_local_memory(std::uint32_t tbi, const isa::Instr& ins);
+  bool cached_remote_read(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t peer);
   bool exec_wait(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_flag_wait(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_flag_signal(std::uint32_t tbi, const isa::Instr& ins);

@@ -13,6 +13,7 @@
 //   FunctionalMemory  values per element, functional workloads only    (functional_memory.h)
 //   TileRegisters     the blocks' tile registers, functional only      (tile_registers.h)
 //   RedArrivals       counts red.cais contributions landing at the home (red_arrivals.h)
+//   RemoteReadCache   remote read-only tiles kept in L2, fetches joined  (remote_read_cache.h)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,6 +36,7 @@ class FlagTable;
 class FunctionalMemory;
 class TileRegisters;
 class RedArrivals;
+class RemoteReadCache;
 
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
 enum GpuEvent : std::uint32_t {
@@ -72,6 +74,7 @@ struct GpuContext {
   FunctionalMemory* fmem = nullptr;
   TileRegisters* regs = nullptr;
   RedArrivals* arrivals = nullptr;
+  RemoteReadCache* rcache = nullptr;
 
   TimePs now() const { return sim.now(); }
   const std::string& name() const { return self.name(); }

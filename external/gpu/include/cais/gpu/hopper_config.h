@@ -25,6 +25,8 @@ struct HopperConfig {
   std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
   // SM stores (st.remote, multimem.st/red) hold no load slot; the NVLink port's credits pace them.
   bool posted_stores = true;
+  // Remote read-only tiles (ld.remote, ld.cais) kept in this GPU's L2 within a launch (remote_read_cache.h).
+  bool cache_remote_reads = true;
   std::uint32_t max_packet_bytes = 0;
   std::uint32_t bulk_lines = 1;  // lines per bulk packet (cais/packet.h)
   TimePs launch_skew_ps = 0;

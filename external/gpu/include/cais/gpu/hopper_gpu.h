@@ -21,6 +21,7 @@
 #include "cais/gpu/nvlink_ports.h"
 #include "cais/gpu/red_arrivals.h"
 #include "cais/gpu/remote_packetizer.h"
+#include "cais/gpu/remote_read_cache.h"
 #include "cais/gpu/sync_flags.h"
 #include "cais/gpu/tb_scheduler.h"
 #include "cais/gpu/tile_registers.h"
@@ -59,6 +60,7 @@ class HopperGpu : public NodeComponent {
   GroupSync sync_;
   FlagTable flags_;
   RedArrivals arrivals_;
+  RemoteReadCache rcache_;
   BlockExecutor exec_;
   TbScheduler sched_;
 };

@@ -3,6 +3,7 @@
 // HBM. Transaction level: a tile access reserves bytes on the servers and completes after the
 // latencies; nothing is simulated per cycle.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,11 @@ class LocalMemory {
   TimePs remote_read(TimePs now, std::uint64_t bytes);
   // Bytes written by a peer or the copy engine: occupy L2 and HBM.
   void remote_write(TimePs now, std::uint64_t bytes);
+  // Remote tiles cached in L2 (remote_read_cache.h): resident?, and one that arrived.
+  bool l2_resident(std::uint64_t key) const { return l2_tiles_.contains(key); }
+  void l2_fill(std::uint64_t key, std::uint64_t bytes) {
+    l2_tiles_.lookup_insert(key, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
+  }
   // Tile bytes loaded / stored by blocks (statistics).
   void count_tile(bool write, std::uint64_t bytes) { (write ? st_bytes_ : ld_bytes_) += bytes; }
 

@@ -64,6 +64,7 @@ struct RemoteOp {
   // Functional tile registers: the register loaded or sent (0: none), the instruction's pc
   // (errors) and, for a store, the register's values taken at issue.
   std::uint32_t reg = 0, pc = 0;
+  std::uint64_t fill_key = 0;  // a fetch for the remote read cache (0: none), filled on completion
   std::vector<double> data;
   std::vector<BulkLines> bulk;  // per plane (bulk packets); kept when the slot is reused
 };
@@ -72,7 +73,8 @@ class RemotePacketizer {
  public:
   explicit RemotePacketizer(GpuContext& ctx);
   // Queue instruction `ins` of block `tbi` on issue queue `queue` and start sending it.
-  void issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue);
+  // `fill_key`: the op fetches that tile for the remote read cache (0: an ordinary op).
+  void issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue, std::uint64_t fill_key = 0);
   // A response (READ_RESP, CAIS_LD_RESP, MM_LD_REDUCE_RESP, WRITE_ACK, MM_ACK) for a request.
   void on_response(PacketHandle h);
   // One packet of op `oi` complete (its response, or on the wire for posted ones).

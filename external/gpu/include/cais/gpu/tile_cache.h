@@ -14,6 +14,12 @@ class TileCache {
   void set_capacity(std::uint64_t bytes) { capacity_ = bytes; }
   std::uint64_t resident_bytes() const { return resident_; }
 
+  bool contains(std::uint64_t key) const {
+    if (key == 0) key = 1;
+    for (std::size_t i = mix64(key) & mask_; slots_[i] != 0; i = (i + 1) & mask_)
+      if (slots_[i] == key) return true;
+    return false;
+  }
   // True if `key` is resident; otherwise inserts it (evicting the oldest tiles) and returns false.
   bool lookup_insert(std::uint64_t key, std::uint32_t bytes) {
     if (key == 0) key = 1;  // 0 marks an empty slot
