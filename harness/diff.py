@@ -22,15 +22,29 @@ def _numeric(df: pd.DataFrame, c: str) -> bool:
     return pd.api.types.is_numeric_dtype(df[c])
 
 
+def _default_keys(ref: pd.DataFrame, shared: list[str]) -> list[str]:
+    """The non-numeric columns, then, while they leave reference rows alike, the integer columns
+    in file order (a sweep's axes: table_kb, gpus, bytes)."""
+    keys = [c for c in shared if not _numeric(ref, c)]
+    for c in shared:
+        if not keys or not ref.duplicated(keys).any():
+            break
+        if c not in keys and pd.api.types.is_integer_dtype(ref[c]):
+            keys.append(c)
+    return keys
+
+
 def differences(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float,
                 keys: list[str] | None) -> tuple[pd.DataFrame, list[str]]:
     """(a table of the values outside tolerance, problems of shape: missing rows or columns)."""
     shared = [c for c in ref.columns if c in res.columns and not is_timing_column(str(c))]
     if keys is None:
-        keys = [c for c in shared if not _numeric(ref, c)]
+        keys = _default_keys(ref, shared)
     bad_keys = [k for k in keys if k not in ref.columns or k not in res.columns]
     if bad_keys:
         raise ValueError(f"key column(s) {bad_keys} not in both files")
+    if keys and ref.duplicated(keys).any():
+        raise ValueError(f"reference rows are not unique by {keys}: name the columns that tell them apart")
     values = [c for c in shared if c not in keys and _numeric(ref, c) and _numeric(res, c)]
     problems = [f"column missing from results: {c}" for c in ref.columns
                 if c not in res.columns and not is_timing_column(str(c))]

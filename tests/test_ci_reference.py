@@ -32,3 +32,35 @@ def test_the_diff_fails_when_a_scheme_moves_outside_tolerance(tmp_path, capsys):
     assert done.value.code == 1
     out = capsys.readouterr().out
     assert "coconet_nvls" in out and "time_us" in out and "tp_nvls " not in out
+
+
+def test_a_sweep_axis_keys_its_rows(tmp_path, capsys):
+    """Rows told apart only by an integer sweep axis (Fig 14's table_kb) are matched on it: the
+    file against itself agrees, and a moved point is reported at its own table size."""
+    ref = pd.DataFrame({"scheme": ["cais"] * 3 + ["cais_wo_coord"] * 3, "table_kb": [10, 40, 160] * 2,
+                        "time_us": [830.0, 627.0, 508.0, 798.0, 729.0, 685.0]})
+    path = tmp_path / "ref.csv"
+    ref.to_csv(path, index=False)
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(path), str(path)])
+    assert done.value.code == 0
+    moved = ref.copy()
+    moved.loc[4, "time_us"] = 800.0
+    moved = moved.sample(frac=1, random_state=1)  # row order does not matter
+    mpath = tmp_path / "moved.csv"
+    moved.to_csv(mpath, index=False)
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(mpath), str(path)])
+    assert done.value.code == 1
+    lines = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln.startswith("cais_wo_coord")]
+    assert lines == [["cais_wo_coord", "40", "time_us", "800", "729", "0.0973937"]]
+
+
+def test_rows_no_key_tells_apart_are_an_error(tmp_path, capsys):
+    ref = pd.DataFrame({"scheme": ["cais", "cais"], "time_us": [1.0, 2.0]})
+    path = tmp_path / "ref.csv"
+    ref.to_csv(path, index=False)
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(path), str(path)])
+    assert done.value.code == 2
+    assert "not unique by ['scheme']" in capsys.readouterr().err
