@@ -115,6 +115,8 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
       if (ins.reg() && !loads_register(ins.op()) && !stores_register(ins.op()) && ins.op() != isa::ALU)
         throw ConfigError("workload", where(i) + ": " + opcode_name(ins.op()) +
                                           " takes no register (reg is for loads, stores, reductions, pushes and alu)");
+      if (ins.read_only() && ins.op() != isa::LD_REMOTE && ins.op() != isa::LD_CAIS)
+        throw ConfigError("workload", where(i) + ": read_only (.nc) belongs to a remote load (ld.remote, ld.cais)");
       if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
         throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
       if (is_remote_op(ins.op())) dk.uses_remote = true;

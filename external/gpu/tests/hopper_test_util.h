@@ -337,6 +337,14 @@ inline isa::Instr* add(isa::Workload& wl, isa::Opcode op) {
   return i;
 }
 
+inline isa::Instr* add_mma(isa::Workload& wl, std::uint32_t m, std::uint32_t n, std::uint32_t k) {
+  auto* i = add(wl, isa::MMA);
+  i->set_m(m);
+  i->set_n(n);
+  i->set_k(k);
+  return i;
+}
+
 inline isa::Instr* mem(isa::Workload& wl, isa::Opcode op, std::uint32_t rows, std::uint32_t row_bytes, std::uint64_t stride,
                 std::int64_t base = 0, std::int64_t peer = 0) {
   auto* i = add(wl, op);

@@ -47,10 +47,7 @@ TEST(Hopper, LoopsRunTheirTripCountAndWavesFollowOccupancy) {
   auto wl = one_kernel(1, 8);
   wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);  // one block per SM
   add(wl, isa::LOOP)->set_count(3);
-  auto* m = add(wl, isa::MMA);
-  m->set_m(128);
-  m->set_n(128);
-  m->set_k(64);
+  add_mma(wl, 128, 128, 64);
   add(wl, isa::ENDLOOP);
   auto r = run(wl);  // 4 SMs, 8 blocks -> 2 waves of (10 + 3*512) ns
   EXPECT_DOUBLE_EQ(r.stats["gpu0.finish_time"], (1000 + 2 * (10 + 3 * 512)) * 1000.0);
@@ -63,10 +60,7 @@ TEST(Hopper, KernelsReportTheSmTimeTheirBlocksHeld) {
   auto wl = one_kernel(1, 8);
   wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
   add(wl, isa::LOOP)->set_count(3);
-  auto* m = add(wl, isa::MMA);
-  m->set_m(128);
-  m->set_n(128);
-  m->set_k(64);
+  add_mma(wl, 128, 128, 64);
   add(wl, isa::ENDLOOP);
   auto r = run(wl);
   EXPECT_NEAR(r.stats["gpu0.kernel0.k.sm_us"], 8 * (10 + 3 * 512) / 1000.0 * 200.0 / 228.0, 1e-9);
@@ -75,10 +69,7 @@ TEST(Hopper, KernelsReportTheSmTimeTheirBlocksHeld) {
   auto one = one_kernel(1, 4);  // one block on each of the 4 SMs
   one.mutable_kernels(0)->set_threads_per_block(32);
   one.mutable_kernels(0)->set_regs_per_thread(0);
-  auto* mma = add(one, isa::MMA);
-  mma->set_m(128);
-  mma->set_n(128);
-  mma->set_k(64);
+  add_mma(one, 128, 128, 64);
   r = run(one);
   const double busy_us = (r.stats["gpu0.finish_time"] / 1000.0 - 1000.0) / 1000.0;
   EXPECT_GT(busy_us, 0.0);
@@ -588,6 +579,16 @@ TEST(Hopper, BadWorkloadsAreConfigErrorsNamingTheKernel) {
   add(wl2, isa::ENDLOOP);
   HostedModel m2;
   EXPECT_THROW(m2.configure(make_config(wl2, 1, false)), ConfigError);
+  auto wl3 = one_kernel();  // a read-only mark on what is not a remote load
+  mem(wl3, isa::ST_REMOTE, 1, 128, 0, 0, 0)->set_read_only(true);
+  HostedModel m3;
+  try {
+    m3.configure(make_config(wl3, 1, false));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("instruction 0: read_only (.nc) belongs to a remote load"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Hopper, SeededJitterIsReproducibleAndChangesWithTheSeed) {
