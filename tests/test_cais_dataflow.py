@@ -51,11 +51,11 @@ def test_the_chain_is_released_tile_by_tile_not_kernel_by_kernel():
     assert (d.producer, d.scale_num, d.lo, d.hi) == (ln, 128, 0, 127)
     assert k_ag_gate.grid_y == 9216 // 128
     # FFN1 tile row by waits for its rows' flag and ld.cais's them from their owner in its K
-    # loop, the row's tiles starting at staggered K steps (FFN1: 11 tiles, 5 of its 64 steps apart)
+    # loop, every tile of the row at the same K step (one fetch per GPU, the others join it)
     (d,) = la_ffn1.deps
     assert (d.producer, d.key) == (ag_gate, isa.ROW) and k_ffn1.cais.enabled
     (a_load,) = [i for i in k_ffn1.program if i.op == isa.LD_CAIS][:1]
-    assert a_load.addr.block_x == 5 * 128 and [(q.block_x, q.divisor) for q in a_load.addr.quotient][-1] == (5, 64)
+    assert a_load.addr.block_x == 0 and a_load.peer.quotient[0].block_y == 1
     assert not any(k.name == "ag_ln2.gather" for k in low.workload.kernels)
 
 
@@ -73,6 +73,19 @@ def test_a_gathered_tensor_that_two_kernels_read_is_copied_once_and_read_locally
     (d,) = la_dgrad.deps
     assert (d.producer, d.key) == (gather, isa.ROW)
     assert not {isa.LD_CAIS, isa.LD_REMOTE} & {i.op for i in k_dgrad.program}
+
+
+def test_a_weight_gradient_loads_its_re_gather_in_its_k_loop():
+    """spec A5: the QKV and FFN1 weight gradients ld.cais X^T from the owners of its tokens in
+    their K loop once every owner has flagged its rows (the re-gather's gate), with no copy."""
+    _, low = _lower("cais", "training", "layer", model="llama_7b")
+    names = {k.name for k in low.workload.kernels}
+    for wgrad, ag in (("qkv_wgrad", "ag_ln1_regather"), ("ffn1_wgrad", "ag_ln2_regather")):
+        gate, _, _ = _launch(low, f"{ag}.gate")
+        _, la, k = _launch(low, wgrad)
+        assert gate in la.after and f"{ag}.gather" not in names
+        loads = [i for i in k.program if i.op == isa.LD_CAIS]
+        assert loads and all(i.rows == 64 and i.peer.quotient[0].loop == [64] for i in loads)
 
 
 def test_gates_take_no_registers_or_shared_memory_from_the_gemm_tiles():

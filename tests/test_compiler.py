@@ -208,3 +208,43 @@ def test_index_analysis_sees_quotient_terms():
     a.quotient.add(gpu=1, divisor=16, scale=4)
     assert not gpu_invariant(a)
     assert not gpu_invariant(affine(0, g=1, mod=G))
+
+
+def _remote_rows(kernel, buffer: int, bx: int, by: int, row_bytes: int, ld: int) -> list[tuple[int, int]]:
+    """(peer, first row) of every remote load of `buffer` a block issues over its K loop."""
+    out, count = [], 1
+    for ins in kernel.program:
+        if ins.op == isa.LOOP:
+            count = ins.count
+        elif ins.op in (isa.LD_REMOTE, isa.LD_CAIS) and ins.buffer == buffer:
+            assert ins.row_bytes == row_bytes and ins.row_stride == ld
+            for L in range(count):
+                addr = eval_affine(ins.addr, bx, by, 0, (L,))
+                out.append((eval_affine(ins.peer, bx, by, 0, (L,)), addr // ld, addr % ld))
+    return out
+
+
+@pytest.mark.parametrize("operand", ["a", "b"])
+def test_a_weight_gradient_loads_its_k_sharded_operand_from_each_owner_once_per_tile(operand):
+    """dW = X^T dY with X (A) or dY (B) sharded over the GPUs along K, the tokens (spec A5): each
+    tile's K loop loads every owner's token rows once, 64 at a time, at its own columns, from the
+    owner (GPU-invariant, so the compiler makes them ld.cais)."""
+    b = _builder()
+    M, N, K = 256, 384, G * 192  # 192 tokens per GPU: 3 K steps of 64 each
+    src = gemm_kernel.Source("remote", K // G, along_k=True)
+    ki = _gemm(b, "wgrad", M, N, K, **({"source": src} if operand == "a" else {"b_source": src}))
+    k = b.wl.kernels[ki]
+    buf = b.buffer_index(f"wgrad.{'a' if operand == 'a' else 'w'}")
+    cfg = gemm_kernel.plan(M, N, K, 66)
+    cols, ld = (cfg.tm, M * 2) if operand == "a" else (cfg.tn, N * 2)
+    for bx, by in itertools.product(range(k.grid_x), range(k.grid_y)):
+        col = (by * cfg.tm if operand == "a" else bx * cfg.tn) * 2
+        rows = _remote_rows(k, buf, bx, by, cols * 2, ld)
+        assert sorted(rows) == [(o, r, col) for o in range(G) for r in range(0, K // G, gemm_kernel.TK)]
+    report = compile_cais(b)
+    assert not report.kernels[0].refused and _ops(k).count(isa.LD_CAIS) >= 2 and isa.LD_REMOTE not in _ops(k)
+
+
+def test_a_k_sharded_operand_whose_steps_straddle_two_owners_is_refused():
+    with pytest.raises(ValueError, match="whole 64-token steps"):
+        _gemm(_builder(), "wgrad", 256, 384, G * 96, source=gemm_kernel.Source("remote", 96, along_k=True))

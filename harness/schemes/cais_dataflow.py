@@ -23,9 +23,12 @@ pipeline released thread block by thread block:
   AG-GEMM  A rows through ld.cais from their owner in the K loop; tile row by waits (TB
            dependency) for the ag gate of its rows, so consumer tiles start while the producer
            still runs. The requester's L2 keeps the remote chunks for the launch (spec A7,
-           gpu.cache_remote_reads), and the tiles of a row start their K loops at staggered steps
-           (gemm Source.stagger_k), so each chunk leaves its owner once per GPU, fetched by
-           whichever tile of the row comes first while the others hit L2 or join the fetch.
+           gpu.cache_remote_reads): the row's tiles ask for the same chunk together, one fetch
+           leaves the GPU and the others join it, so each chunk leaves its owner once per GPU.
+           Tiles starting their K loops at staggered steps (each chunk fetched by one tile, the
+           others hitting L2 later) were 11 % faster on 8 GPUs (LLaMA-7B L1 inference 686 ->
+           611 µs) but overflowed the merge tables from 16 GPUs on (16 GPUs: 1401 -> 1602 µs,
+           5.9 M bypasses; 32: 3433 -> 6178 µs), and raised Fig 13's coordinated table size.
 The gates are resident one-warp waiters (like T3's trigger blocks): the TB scheduler holds the
 consumer blocks through ordinary TB dependencies on them, since those are local to a GPU. They
 stand for that scheduler-side hold (spec 3.6 (1): "the TB scheduler holds the consumer TB until
@@ -46,13 +49,17 @@ row block: the GEMMs' tiles are 128 rows, laid out per owner with a clipped edge
 library GEMM's edge tiles, harness.kernels.gemm), the gathers clip their last block the same
 way, and the gates wait for the partial block's own count of bytes (flag.wait wait_for).
 
-Gathers that something other than one AG-GEMM reads (the weight-gradient GEMMs' re-gathers,
-and the gathered output gradients that a dgrad AG-GEMM and a wgrad GEMM both read) are
-materialised by a copy kernel that ld.cais's each row block once from its owner; the AG-GEMM
-then reads them locally. A copy block's 64 KiB tile is staged in shared memory (128 threads x 32
-registers hold 16 KiB), so three fit on an SM, and its blocks are handed out tile by tile over
-the owners like the producer's. Copies hold SMs while their loads are in flight: a copy of the
-whole gathered tensor is what the AG-GEMMs' in-loop loads avoid (kernels.csv's sm_us).
+A weight gradient's re-gather (spec A5) is an ld.cais in the wgrad GEMM's K loop: the gathered
+activation is sharded along K (the tokens), so K step L comes from the owner of tokens
+[64 L, 64 L + 64) (gemm Source.along_k), once every owner has flagged all its rows (a copy stays
+where a step would straddle two owners: Fig 17's 288 tokens per GPU). LLaMA-7B half
+training layer: 4645 -> 4548 µs; the wgrads' tiles now hold their SMs through the loads, as the
+copies did (the copies' 34.9 k SM-µs per GPU moved into the wgrads: kernels.csv sm_us).
+A gathered output gradient, which a dgrad AG-GEMM and a wgrad both read, is materialised once by
+a copy kernel that ld.cais's each row block from its owner; both GEMMs then read it locally. A
+copy block's 64 KiB tile is staged in shared memory (128 threads x 32 registers hold 16 KiB), so
+three fit on an SM, and its blocks are handed out tile by tile over the owners like the
+producer's.
 """
 from __future__ import annotations
 
@@ -278,7 +285,7 @@ class CaisLowering(Lowering):
         owner_rows = op.M // self.t.gpus
         c = self.tiles(op)
         w, out = self.tensor(f"{op.name}.w", op.N * op.K * ELEM), self.out_of(op)
-        if len(self.g.consumers(ag.name)) > 1:
+        if self.needs_copy(ag):
             if self.done[ag.name] == (self.ag_gate[ag.name],):
                 self.gather(ag)
             (ready,) = self.done[ag.name]
@@ -289,7 +296,7 @@ class CaisLowering(Lowering):
 
             def build(load_kind, _reduce):
                 ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.ag_src[ag.name], w=w, out=out,
-                                         source=Source(load_kind, owner_rows, stagger_k=True), config=c)
+                                         source=Source(load_kind, owner_rows), config=c)
                 return ki
             ki = self.plain_remote(build)
         self.b.wl.kernels[ki].row_interleave = self.t.gpus  # the producer's row order
@@ -298,6 +305,42 @@ class CaisLowering(Lowering):
                "scale_den": 1 if per else BLOCK_ROWS // c.tm, "lo": 0, "hi": max(0, per - 1)}
         li = self.launch(op, ki, self.stream(PRIO_AG), after=self.chain_after[ag.name], deps=(dep,))
         self.done[op.name] = (li,)
+
+    # ---- weight gradients that gather in their K loop
+    def gathered_along_k(self, op: Op) -> Collective | None:
+        """The gather a weight-gradient GEMM reads in its K loop (spec A5: the re-gather is an
+        ld.cais inside the wgrad GEMM), or None: its K steps must not straddle two owners."""
+        if not (isinstance(op, Gemm) and op.wgrad):
+            return None
+        ags = [d for d in op.deps if d in self.ag_gate]
+        if len(ags) != 1 or (op.K // self.t.gpus) % gemm_kernel.TK or op.K % gemm_kernel.TK:
+            return None
+        return self.g.op(ags[0])
+
+    def needs_copy(self, ag: Collective) -> bool:
+        """A gathered tensor is copied into local memory when more than one kernel reads it
+        (module docstring): the output gradients, which a dgrad AG-GEMM and a wgrad read. Both
+        loading it in their K loops fetched it twice and overflowed the merge tables (LLaMA-7B
+        half training layer: 6200 µs, 3.86 GB of ld.cais answers, against 4548 µs and 1.70 GB)."""
+        return len([o for o in self.g.consumers(ag.name) if isinstance(o, Gemm)]) > 1
+
+    def wgrad_gemm(self, op: Gemm, ag: Collective) -> None:
+        """dW = X^T dY with the gathered operand (X of a re-gather: A; the output gradient dY: B)
+        loaded from its owners in the K loop, once every owner has flagged all its rows ready
+        (each tile's K loop spans every token); the requester's L2 keeps each chunk for the
+        other tiles of its row or column."""
+        owner_rows = ag.rows // self.t.gpus
+        gathered_a = op.sharded != "M"  # dW [h, n/N] reads X^T; dW [n/N, h] reads dY
+        a = self.ag_src[ag.name] if gathered_a else self.tensor(f"{op.name}.saved_act", op.M * op.K * ELEM)
+        w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM) if gathered_a else self.ag_src[ag.name]
+
+        def build(load_kind, _reduce):
+            src = Source(load_kind, owner_rows, along_k=True)
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=self.out_of(op),
+                                     **({"source": src} if gathered_a else {"b_source": src}))
+            return ki
+        ki = self.plain_remote(build)
+        self.done[op.name] = (self.launch(op, ki, self.stream(PRIO_OTHER), after=self.after(op)),)
 
     # ---- the graph
     def lower(self):
@@ -323,6 +366,8 @@ class CaisLowering(Lowering):
                 raise ValueError(f"cais: collective '{op.name}' ({op.kind}) has no CAIS lowering")
             elif isinstance(op, Gemm) and op.a_gathered and len(op.deps) == 1 and op.deps[0] in self.ag_gate:
                 self.ag_gemm(op)
+            elif (ag := self.gathered_along_k(op)) is not None and not self.needs_copy(ag):
+                self.wgrad_gemm(op, ag)
             else:
                 for d in op.deps:
                     if d in self.ag_gate and self.done[d] == (self.ag_gate[d],):
