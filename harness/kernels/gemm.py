@@ -10,7 +10,7 @@ and then runs its epilogue. Operand sources for A (`Source.kind`):
   cais    the same addresses through ld.cais (GPU-invariant: the CAIS compiler's rewrite).
 A weight gradient's gathered operand is sharded along K instead (`Source.along_k`: the tokens,
 T/N per GPU): K step L comes from the GPU owning tokens [64 L, 64 L + 64), stored token-major
-(X [T, M] for A = X^T, dY [T, N] for B), through `source` for A or `b_source` for B.
+(X [T, M] for A = X^T).
 Result sinks (`Sink.kind`):
   local      C [M, N] in local memory;
   red_cais   partial tile reduced into its owner's row shard [owner_rows, N] with red.cais;
@@ -46,7 +46,7 @@ class Source:
     kind: str = "local"     # local | remote | cais
     owner_rows: int = 0     # rows of A each GPU owns (remote, cais)
     # The operand is sharded along K, owner_rows tokens per GPU, and stored token-major (module
-    # docstring): a weight gradient's re-gathered activation or output gradient.
+    # docstring): a weight gradient's re-gathered activation.
     along_k: bool = False
 
 
@@ -139,7 +139,7 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
          source: Source = Source(), sink: Sink = Sink(), signal: Signal | None = None,
          config: calibrated.GemmConfig | None = None, num_sms: int | None = None,
          shard: tuple[int, int] | None = None, wait: tuple | None = None,
-         w_owner_rows: int = 0, row_shard: int = 0, b_source: Source = Source()) -> tuple[int, calibrated.GemmConfig]:
+         w_owner_rows: int = 0, row_shard: int = 0) -> tuple[int, calibrated.GemmConfig]:
     """Add the GEMM kernel to `b`; returns (kernel index, tile config).
 
     shard = (shard_rows, shift): the M rows of this GEMM are shard (g + shift) mod N of local A
@@ -155,12 +155,9 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         raise ValueError(f"gemm '{name}': unknown source '{source.kind}'")
     if sink.kind not in SINKS:
         raise ValueError(f"gemm '{name}': unknown sink '{sink.kind}'")
-    if b_source.kind != "local" and not b_source.along_k:
-        raise ValueError(f"gemm '{name}': B comes from other GPUs only sharded along K (Source.along_k)")
-    for src in (source, b_source):
-        if src.along_k and (src.kind == "local" or src.owner_rows % TK or K % TK or w_owner_rows or shard or row_shard):
-            raise ValueError(f"gemm '{name}': an operand sharded along K needs a remote source whose {src.owner_rows} "
-                             f"tokens per GPU and K {K} are whole {TK}-token steps, on an otherwise plain GEMM")
+    if source.along_k and (source.kind == "local" or source.owner_rows % TK or K % TK or w_owner_rows or shard or row_shard):
+        raise ValueError(f"gemm '{name}': an operand sharded along K needs a remote source whose {source.owner_rows} "
+                         f"tokens per GPU and K {K} are whole {TK}-token steps, on an otherwise plain GEMM")
     sharded = [r for r in (source.owner_rows if source.kind != "local" and not source.along_k else 0,
                            sink.owner_rows if sink.kind in ("red_cais", "red_remote", "st_remote") else 0,
                            row_shard) if r]
@@ -183,27 +180,27 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         a_rows = c.tm                    # an edge tile's A is the whole tile clipped to its rows
     tile_m = c.tm if edge else tm_eff  # rows a local store writes (an edge tile: clipped by in_rows)
     a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
-    if (source.along_k and M % c.tm) or (b_source.along_k and N % c.tn):
-        raise ValueError(f"gemm '{name}': an operand sharded along K needs whole tiles ({c.tm} x {c.tn}) of M {M}, N {N}")
+    if source.along_k and M % c.tm:
+        raise ValueError(f"gemm '{name}': an operand sharded along K needs whole {c.tm}-row tiles of M {M}")
 
     # a K step's bytes per row: 64 columns, or K spread evenly over the steps when K is not a
     # multiple of 64 (loads then cover exactly the row; the mma still runs whole 64-wide steps)
     step = TK * ELEM if K % TK == 0 else K // kt * ELEM
 
-    def along_k(src: Source, buffer: int, cols: int, ld: int, shift: int, **col):
-        """K step L + shift of an operand sharded along K: TK token rows of `cols` columns from
-        the GPU owning them, at row L*TK + shift*TK - owner*owner_rows of its shard (row stride ld)."""
-        peer, addr = affine(0), affine(shift * TK * ld, loops=(TK * ld,), **col)
-        peer.quotient.add(base=shift * TK, loop=[TK], divisor=src.owner_rows, scale=1)
-        addr.quotient.add(base=shift * TK, loop=[TK], divisor=src.owner_rows, scale=-src.owner_rows * ld)
-        op = {"remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[src.kind]
-        p.ins(op, is_async=True, read_only=op == isa.LD_REMOTE, buffer=buffer, peer=peer, addr=addr, rows=TK,
-              row_bytes=cols * ELEM, row_stride=ld)
+    def along_k(shift: int):
+        """K step L + shift of A = X^T sharded along K: TK token rows of the tile's tm columns
+        from the GPU owning them, at row (L + shift) TK - owner x owner_rows of its shard of X."""
+        ld = M * ELEM
+        peer, addr = affine(0), affine(shift * TK * ld, by=c.tm * ELEM, loops=(TK * ld,))
+        peer.quotient.add(base=shift * TK, loop=[TK], divisor=source.owner_rows, scale=1)
+        addr.quotient.add(base=shift * TK, loop=[TK], divisor=source.owner_rows, scale=-source.owner_rows * ld)
+        p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=peer, addr=addr, rows=TK,
+              row_bytes=c.tm * ELEM, row_stride=ld)
 
     def loads(shift: int):
         off = shift * step
         if source.along_k:
-            along_k(source, a, c.tm, M * ELEM, shift, by=c.tm * ELEM)
+            along_k(shift)
         elif source.kind == "local":
             a_addr = _shard_row_terms(affine(off, loops=(step,)), c.tm, row_multiple, lda) if edge else \
                 affine(off, by=c.tm * lda, loops=(step,))
@@ -215,9 +212,7 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
             p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=_owner(c.tm, source.owner_rows),
                   addr=_owner_terms(affine(off, loops=(step,)), c.tm, source.owner_rows, lda),
                   rows=a_rows, row_bytes=step, row_stride=lda, **_clipped({}, in_rows))
-        if b_source.along_k:
-            along_k(b_source, w, c.tn, N * ELEM, shift, bx=c.tn * ELEM)
-        elif w_owner_rows:
+        if w_owner_rows:
             peer = affine(0)
             peer.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=1)
             addr = affine(off, bx=c.tn * lda, loops=(step,))

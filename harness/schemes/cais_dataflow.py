@@ -53,8 +53,9 @@ A weight gradient's re-gather (spec A5) is an ld.cais in the wgrad GEMM's K loop
 activation is sharded along K (the tokens), so K step L comes from the owner of tokens
 [64 L, 64 L + 64) (gemm Source.along_k), once every owner has flagged all its rows (a copy stays
 where a step would straddle two owners: Fig 17's 288 tokens per GPU). LLaMA-7B half
-training layer: 4645 -> 4548 µs; the wgrads' tiles now hold their SMs through the loads, as the
-copies did (the copies' 34.9 k SM-µs per GPU moved into the wgrads: kernels.csv sm_us).
+training layer against the copy kernels: 4654 -> 4468 µs, MegaGPT-4B / 8B 3426 -> 3508 /
+4267 -> 4409 µs (docs/RESULTS.md, Fig 11): the wgrads' tiles hold their SMs through the loads,
+as the copies did.
 A gathered output gradient, which a dgrad AG-GEMM and a wgrad both read, is materialised once by
 a copy kernel that ld.cais's each row block from its owner; both GEMMs then read it locally. A
 copy block's 64 KiB tile is staged in shared memory (128 threads x 32 registers hold 16 KiB), so
@@ -313,31 +314,28 @@ class CaisLowering(Lowering):
         if not (isinstance(op, Gemm) and op.wgrad):
             return None
         ags = [d for d in op.deps if d in self.ag_gate]
-        if len(ags) != 1 or (op.K // self.t.gpus) % gemm_kernel.TK or op.K % gemm_kernel.TK:
-            return None
+        if len(ags) != 1 or op.sharded == "M" or (op.K // self.t.gpus) % gemm_kernel.TK or op.K % gemm_kernel.TK:
+            return None  # (sharded M: dW [n/N, h] reads the gathered dY as B, which a dgrad reads too)
         return self.g.op(ags[0])
 
     def needs_copy(self, ag: Collective) -> bool:
         """A gathered tensor is copied into local memory when more than one kernel reads it
         (module docstring): the output gradients, which a dgrad AG-GEMM and a wgrad read. Both
         loading it in their K loops fetched it twice and overflowed the merge tables (LLaMA-7B
-        half training layer: 6200 µs, 3.86 GB of ld.cais answers, against 4548 µs and 1.70 GB)."""
+        half training layer with the then staggered K starts: 6200 µs, 3.86 GB of ld.cais
+        answers, against 4548 µs and 1.70 GB)."""
         return len([o for o in self.g.consumers(ag.name) if isinstance(o, Gemm)]) > 1
 
     def wgrad_gemm(self, op: Gemm, ag: Collective) -> None:
-        """dW = X^T dY with the gathered operand (X of a re-gather: A; the output gradient dY: B)
-        loaded from its owners in the K loop, once every owner has flagged all its rows ready
-        (each tile's K loop spans every token); the requester's L2 keeps each chunk for the
-        other tiles of its row or column."""
+        """dW [h, n/N] = X^T dY with X, the re-gathered activation, loaded from its owners in the
+        K loop once every owner has flagged all its rows ready (each tile's K loop spans every
+        token); the requester's L2 keeps each chunk for the other tiles of its row."""
         owner_rows = ag.rows // self.t.gpus
-        gathered_a = op.sharded != "M"  # dW [h, n/N] reads X^T; dW [n/N, h] reads dY
-        a = self.ag_src[ag.name] if gathered_a else self.tensor(f"{op.name}.saved_act", op.M * op.K * ELEM)
-        w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM) if gathered_a else self.ag_src[ag.name]
+        w = self.tensor(f"{op.name}.w", op.N * op.K * ELEM)
 
         def build(load_kind, _reduce):
-            src = Source(load_kind, owner_rows, along_k=True)
-            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=a, w=w, out=self.out_of(op),
-                                     **({"source": src} if gathered_a else {"b_source": src}))
+            ki, _ = gemm_kernel.gemm(self.b, op.name, op.M, op.N, op.K, a=self.ag_src[ag.name], w=w,
+                                     out=self.out_of(op), source=Source(load_kind, owner_rows, along_k=True))
             return ki
         ki = self.plain_remote(build)
         self.done[op.name] = (self.launch(op, ki, self.stream(PRIO_OTHER), after=self.after(op)),)
