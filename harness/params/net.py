@@ -19,7 +19,7 @@ class NetParams:
 
     vcs_per_port: int = 8
     """Virtual channels per input port (paper, IV-A: eight). Requests and responses use disjoint
-    halves; with traffic_control loads, reductions and responses get a share each."""
+    halves; traffic_control splits the request half into loads and reductions."""
     vc_depth_flits: int = 256
     """Buffer depth of one virtual channel, in flits (paper: 256-deep VCs), per NVLink lane or
     per port as vc_buffer_scope says."""
@@ -67,7 +67,9 @@ class NetParams:
     (external/net/src/nvswitch_flit.cc; docs/VALIDATION.md, BookSim2 comparison)."""
     traffic_control: bool = False
     """CAIS traffic control: separate VCs for loads (READ/CAIS_LD/MM_LD_REDUCE requests) and
-    reductions (CAIS_RED/MM_RED/WRITE), served round-robin, besides the response VCs."""
+    reductions (CAIS_RED/MM_RED/WRITE), served round-robin: the request half of the VCs splits
+    into one quarter for loads and the rest for reductions; responses keep their half
+    (docs/DESIGN_NOTES.md, "VC buffers")."""
     functional: bool = False
     """Packets carry payload values (functional checking of in-switch reductions)."""
     features: str = ""

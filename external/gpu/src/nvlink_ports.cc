@@ -24,16 +24,15 @@ bool NvlinkPorts::init() {
   // with traffic control, loads, reductions/stores and responses apart.
   member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
   const bool tc = p.get_bool("net.traffic_control");
-  if (num_vcs_ < (tc ? 3u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 3 with traffic control" : "needs >= 2");
-  if (tc) {  // loads | reductions (posted) | responses
-    const std::uint32_t resp = std::max<std::uint32_t>(1, num_vcs_ / 4), rest = num_vcs_ - resp;
-    const std::uint32_t load = rest - rest / 2;
+  if (num_vcs_ < (tc ? 4u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 4 with traffic control" : "needs >= 2");
+  const std::uint32_t req = num_vcs_ / 2;
+  vcs_of_[kResp] = {req, num_vcs_ - req};
+  if (tc) {  // loads (headers only) | reductions and stores (posted), within the request half
+    const std::uint32_t load = std::max<std::uint32_t>(1, req / 4);
     vcs_of_[kReq] = {0, load};
-    vcs_of_[kPost] = {load, rest - load};
-    vcs_of_[kResp] = {rest, resp};
-  } else {  // requests (and posted writes) | responses
-    vcs_of_[kReq] = vcs_of_[kPost] = {0, num_vcs_ / 2};
-    vcs_of_[kResp] = {num_vcs_ / 2, num_vcs_ - num_vcs_ / 2};
+    vcs_of_[kPost] = {load, req - load};
+  } else {  // requests and posted writes share the request half
+    vcs_of_[kReq] = vcs_of_[kPost] = {0, req};
   }
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());

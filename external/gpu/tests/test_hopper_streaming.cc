@@ -2,7 +2,9 @@
 // default network parameters (8 VCs of 256 flits per NVLink lane, the paper's): the GPU's link
 // and the switch's link to the receiver stay >= 95 % busy in wire bytes (headers included), so
 // credits do not limit them. With the same 256 flits per VC for the whole 4-lane port (the old
-// reading) credits do limit them, which is what this test guards against.
+// reading) credits do limit them, which is what this test guards against. Traffic control
+// (CAIS) splits the request VCs into loads and reductions: each bulk class (reductions and
+// stores; load responses) must still fill a link alone.
 #include <gtest/gtest.h>
 
 #include "hopper_test_util.h"
@@ -18,11 +20,13 @@ struct Utilisation {
   double gpu_link = 0, switch_link = 0;
 };
 
-Utilisation stream(const std::string& scope) {
+// GPU 0 stores to GPU 1 (`op` ST_REMOTE) or loads from it (LD_REMOTE).
+Utilisation stream(const std::string& scope, bool traffic_control = false, isa::Opcode op = isa::ST_REMOTE) {
   isa::Workload wl = one_kernel(2, kBlocks);
   wl.mutable_buffers(0)->set_bytes(static_cast<std::uint64_t>(kBlocks) * kBytesPerBlock);
   wl.mutable_launches(0)->add_gpus(0);
-  auto* st = mem(wl, isa::ST_REMOTE, 1, kBytesPerBlock, 0, 0, 1);
+  const bool store = op == isa::ST_REMOTE;
+  auto* st = store ? mem(wl, op, 1, kBytesPerBlock, 0, 0, 1) : mem(wl, op, kBytesPerBlock / 128, 128, 128, 0, 1);
   st->mutable_addr()->set_block_x(kBytesPerBlock);
 
   proto::Configure c = make_config(wl, 2, true);  // 2 GPUs, one 4-lane 100 GB/s port each, 250 ns
@@ -31,16 +35,23 @@ Utilisation stream(const std::string& scope) {
   auto& m = *c.mutable_params();
   m["gpu.max_outstanding_per_sm"].set_i(256);
   m["net.vc_buffer_scope"].set_s(scope);
+  m["net.traffic_control"].set_b(traffic_control);
   m["net.functional"].set_b(false);
   HostedModel h;
   auto st_ = run_config(h, c);
   const auto& L = dynamic_cast<const HopperGpu&>(*h.nodes()[0]).launch_state(0);
   const double window_ps = static_cast<double>(L.end_ps - L.start_ps);
   const double bytes_per_ps = 100.0 / 1000.0;
-  EXPECT_EQ(st_["gpu0.tx.WRITE.bytes"], static_cast<double>(kBlocks) * kBytesPerBlock);
   Utilisation u;
-  u.gpu_link = st_.at("gpu0.port0.tx.flits") * 16 / (bytes_per_ps * window_ps);
-  u.switch_link = st_.at("probe.port1.tx.flits") * 16 / (bytes_per_ps * window_ps);
+  if (store) {
+    EXPECT_EQ(st_["gpu0.tx.WRITE.bytes"], static_cast<double>(kBlocks) * kBytesPerBlock);
+    u.gpu_link = st_.at("gpu0.port0.tx.flits") * 16 / (bytes_per_ps * window_ps);
+    u.switch_link = st_.at("probe.port1.tx.flits") * 16 / (bytes_per_ps * window_ps);
+  } else {  // the responses: GPU 1's link up, the switch's link down to GPU 0
+    EXPECT_EQ(st_["gpu1.tx.READ_RESP.bytes"], static_cast<double>(kBlocks) * kBytesPerBlock);
+    u.gpu_link = st_.at("gpu1.port0.tx.flits") * 16 / (bytes_per_ps * window_ps);
+    u.switch_link = st_.at("probe.port0.tx.flits") * 16 / (bytes_per_ps * window_ps);
+  }
   return u;
 }
 
@@ -54,6 +65,17 @@ TEST(HopperStreaming, RemoteWritesKeepTheLinksBusyAtThePapersVcBuffers) {
 TEST(HopperStreaming, TheSameDepthPerPortInsteadOfPerLaneIsCreditBound) {
   const Utilisation u = stream("port");
   EXPECT_LT(u.gpu_link, 0.8);
+}
+
+TEST(HopperStreaming, UnderTrafficControlReductionsAndLoadResponsesEachFillALink) {
+  for (const isa::Opcode op : {isa::ST_REMOTE, isa::LD_REMOTE}) {
+    const Utilisation off = stream("lane", false, op), on = stream("lane", true, op);
+    EXPECT_GE(on.gpu_link, 0.8) << isa::Opcode_Name(op);
+    EXPECT_GE(on.switch_link, 0.8) << isa::Opcode_Name(op);
+    EXPECT_GE(on.switch_link, 0.85 * off.switch_link) << isa::Opcode_Name(op);
+    std::printf("%s: traffic control off %.3f / %.3f, on %.3f / %.3f\n", isa::Opcode_Name(op).c_str(), off.gpu_link,
+                off.switch_link, on.gpu_link, on.switch_link);
+  }
 }
 
 }  // namespace

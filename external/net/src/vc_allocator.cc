@@ -1,5 +1,7 @@
 #include "cais/net/vc_allocator.h"
 
+#include <algorithm>
+
 #include "cais/errors.h"
 
 namespace cais::net {
@@ -31,7 +33,7 @@ VcClass vc_class_of(PacketType t, bool traffic_control) {
   }
 }
 
-std::uint32_t min_vcs(bool traffic_control) { return traffic_control ? 3 : 2; }
+std::uint32_t min_vcs(bool traffic_control) { return traffic_control ? 4 : 2; }
 
 VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
   if (vcs < min_vcs(traffic_control))
@@ -39,20 +41,16 @@ VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
                                               " VCs (request/response classes" +
                                               (traffic_control ? ", loads and reductions apart)" : ")"));
   if (c == VcClass::kAny) return {0, vcs};
-  if (!traffic_control) {
-    const std::uint32_t req = vcs / 2;
-    if (c == VcClass::kRequest) return {0, req};
-    return {req, vcs - req};  // responses
-  }
-  const std::uint32_t resp = std::max<std::uint32_t>(1, vcs / 4);
-  const std::uint32_t rest = vcs - resp;
-  const std::uint32_t load = rest - rest / 2;
-  switch (c) {
-    case VcClass::kLoad: return {0, load};
-    case VcClass::kReduction: return {load, rest - load};
-    case VcClass::kResponse: return {rest, resp};
-    default: return {0, load};  // kRequest does not occur with traffic control
-  }
+  const std::uint32_t req = vcs / 2;
+  if (c == VcClass::kResponse) return {req, vcs - req};
+  if (!traffic_control) return {0, req};
+  // Traffic control splits the request half. Load requests are headers only (their data comes
+  // back on the response VCs), so a quarter of it carries them; reductions and stores keep the
+  // rest, so that at 256-flit VCs and 250 ns links each bulk class still has about the VCs it
+  // needs to fill a link alone (docs/DESIGN_NOTES.md, "VC buffers").
+  const std::uint32_t load = std::max<std::uint32_t>(1, req / 4);
+  if (c == VcClass::kReduction) return {load, req - load};
+  return {0, load};  // kLoad (kRequest does not occur with traffic control)
 }
 
 void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control, std::uint32_t num_inputs) {

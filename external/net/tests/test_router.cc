@@ -181,12 +181,18 @@ TEST(VcAllocator, ClassesAreDisjoint) {
   EXPECT_EQ(red.first + red.count, rs.first);
   EXPECT_EQ(rs.first + rs.count, 8u);
   EXPECT_GT(ld.count * red.count * rs.count, 0u);
+  // Traffic control splits the request half only: responses keep their VCs, and the load
+  // requests (headers only) take one VC of the four, so reductions keep three.
+  EXPECT_EQ(rs.first, resp.first);
+  EXPECT_EQ(rs.count, resp.count);
+  EXPECT_EQ(ld.count, 1u);
+  EXPECT_EQ(red.count, 3u);
   EXPECT_EQ(vc_class_of(proto::PKT_CAIS_LD_REQ, true), VcClass::kLoad);
   EXPECT_EQ(vc_class_of(proto::PKT_CAIS_RED, true), VcClass::kReduction);
   EXPECT_EQ(vc_class_of(proto::PKT_WRITE, true), VcClass::kReduction);
   EXPECT_EQ(vc_class_of(proto::PKT_READ_RESP, true), VcClass::kResponse);
   EXPECT_EQ(vc_class_of(proto::PKT_CAIS_RED, false), VcClass::kRequest);
-  EXPECT_THROW(vc_range(VcClass::kLoad, 2, true), ConfigError);
+  EXPECT_THROW(vc_range(VcClass::kLoad, 3, true), ConfigError);
 }
 
 TEST(VcAllocator, TrafficControlKeepsLoadsAndReductionsApartRoundRobin) {
@@ -213,7 +219,8 @@ TEST(VcAllocator, TrafficControlKeepsLoadsAndReductionsApartRoundRobin) {
     va.release(0, static_cast<std::uint32_t>(a));
     va.release(0, static_cast<std::uint32_t>(b));
   }
-  EXPECT_EQ(loads, (std::vector<std::int32_t>{0, 1, 2, 0, 1, 2}));  // round-robin within the class
+  EXPECT_EQ(loads, (std::vector<std::int32_t>{0, 0, 0, 0, 0, 0}));  // the one load VC
+  EXPECT_EQ(reds, (std::vector<std::int32_t>{1, 2, 3, 1, 2, 3}));   // round-robin within the class
   // A held VC is not granted twice; credits must cover the whole packet (virtual cut-through).
   VcAllocator v2;
   v2.init(1, 2, false);
