@@ -11,29 +11,22 @@ import pandas as pd
 from harness.figures import Figure, register
 from harness.figures._paper import CAIS, finding, label, row
 from harness.figures.speedup import SUBLAYERS
+from harness.merge_stats import merge_summary
 
 STEPS = ["none", "prelaunch", "preaccess", "throttle"]
 STEP_LABELS = {"none": "none", "prelaunch": "+pre-launch", "preaccess": "+pre-access", "throttle": "+throttling"}
-_HIGH_WATER = re.compile(r"\w+\.cais_merge\.(port\d+\.)?high_water_bytes")
-_WAIT = re.compile(r"\w+\.cais_merge\.(port\d+\.)?wait\.(mean|count)")
 _KIND = re.compile(r"(\w+\.cais_merge\.(?:port\d+\.)?)(high_water_entries|entry_us|life)_(load|reduction)(\.mean|\.count)?")
 LINE_KB = 128 / 1024  # a table entry holds one 128 B line (spec 3.3)
 
 
 def merge_stats(point_dir: str) -> dict:
     """Largest table any port needed (KB) and the waiting time per merge entry (us, mean over
-    entries), from one run's stats.csv."""
+    entries), from one run's stats.csv (harness/merge_stats.py reads them)."""
     stats = pd.read_csv(Path(point_dir) / "stats.csv")
-    high = [v for n, v in zip(stats["name"], stats["value"]) if _HIGH_WATER.fullmatch(n)]
-    waits: dict[str, dict[str, float]] = {}
-    for n, v in zip(stats["name"], stats["value"]):
-        m = _WAIT.fullmatch(n)
-        if m:
-            waits.setdefault(n.rsplit(".", 1)[0], {})[m.group(2)] = float(v)
-    entries = sum(w.get("count", 0.0) for w in waits.values())
-    wait_ns = sum(w.get("mean", 0.0) * w.get("count", 0.0) for w in waits.values()) / entries if entries else float("nan")
-    out = {"min_merge_table_kb": max(high) / 1024 if high else float("nan"), "wait_time_us": wait_ns / 1e3,
-           "merge_entries": int(entries)}
+    summary = merge_summary(stats)
+    sessions = summary.get("merge_sessions", 0)
+    out = {"min_merge_table_kb": summary.get("merge_high_water_kb_max", float("nan")),
+           "wait_time_us": summary["wait_mean_us"] if sessions else float("nan"), "merge_entries": sessions}
     out.update(_by_kind(stats, _run_us(point_dir)))
     return out
 
