@@ -4,6 +4,7 @@
 
 #include "cais/errors.h"
 #include "cais/gpu/remote_packetizer.h"
+#include "cais/vc_classes.h"
 
 namespace cais::gpu {
 
@@ -20,20 +21,14 @@ bool NvlinkPorts::init() {
   header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   num_vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
   const VcDepth depth = VcDepth::from_params(p);
-  // Same VC classes as the switch (external/net vc_allocator): requests and responses apart;
-  // with traffic control, loads, reductions/stores and responses apart.
+  // The switch's VC classes (cais/vc_classes.h): requests and responses apart; with traffic
+  // control, loads, reductions/stores and responses apart.
   member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
   const bool tc = p.get_bool("net.traffic_control");
-  if (num_vcs_ < (tc ? 4u : 2u)) throw ConfigError("net.vcs_per_port", tc ? "needs >= 4 with traffic control" : "needs >= 2");
-  const std::uint32_t req = num_vcs_ / 2;
-  vcs_of_[kResp] = {req, num_vcs_ - req};
-  if (tc) {  // loads (headers only) | reductions and stores (posted), within the request half
-    const std::uint32_t load = std::max<std::uint32_t>(1, req / 4);
-    vcs_of_[kReq] = {0, load};
-    vcs_of_[kPost] = {load, req - load};
-  } else {  // requests and posted writes share the request half
-    vcs_of_[kReq] = vcs_of_[kPost] = {0, req};
-  }
+  const VcSplit split = vc_split(num_vcs_, tc);  // without tc, load = reduction = the request range
+  vcs_of_[kReq] = split.load;
+  vcs_of_[kPost] = split.reduction;
+  vcs_of_[kResp] = split.response;
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);

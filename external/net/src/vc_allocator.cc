@@ -1,7 +1,5 @@
 #include "cais/net/vc_allocator.h"
 
-#include <algorithm>
-
 #include "cais/errors.h"
 
 namespace cais::net {
@@ -33,24 +31,15 @@ VcClass vc_class_of(PacketType t, bool traffic_control) {
   }
 }
 
-std::uint32_t min_vcs(bool traffic_control) { return traffic_control ? 4 : 2; }
-
 VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
-  if (vcs < min_vcs(traffic_control))
-    throw ConfigError("net.vcs_per_port", "needs >= " + std::to_string(min_vcs(traffic_control)) +
-                                              " VCs (request/response classes" +
-                                              (traffic_control ? ", loads and reductions apart)" : ")"));
-  if (c == VcClass::kAny) return {0, vcs};
-  const std::uint32_t req = vcs / 2;
-  if (c == VcClass::kResponse) return {req, vcs - req};
-  if (!traffic_control) return {0, req};
-  // Traffic control splits the request half. Load requests are headers only (their data comes
-  // back on the response VCs), so a quarter of it carries them; reductions and stores keep the
-  // rest, so that at 256-flit VCs and 250 ns links each bulk class still has about the VCs it
-  // needs to fill a link alone (docs/DESIGN_NOTES.md, "VC buffers").
-  const std::uint32_t load = std::max<std::uint32_t>(1, req / 4);
-  if (c == VcClass::kReduction) return {load, req - load};
-  return {0, load};  // kLoad (kRequest does not occur with traffic control)
+  const VcSplit s = vc_split(vcs, traffic_control);  // validates the VC count
+  switch (c) {
+    case VcClass::kAny: return {0, vcs};
+    case VcClass::kResponse: return s.response;
+    case VcClass::kLoad: return s.load;
+    case VcClass::kReduction: return s.reduction;
+    default: return s.request;
+  }
 }
 
 void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_control, std::uint32_t num_inputs) {
@@ -58,8 +47,7 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   num_inputs_ = num_inputs ? num_inputs : num_ports;
   vcs_ = vcs;
   tc_ = traffic_control;
-  min_vcs(traffic_control);
-  vc_range(VcClass::kAny, vcs, traffic_control);  // validates the VC count
+  vc_split(vcs, traffic_control);  // validates the VC count
   held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
   waiters_.assign(num_ports, {});

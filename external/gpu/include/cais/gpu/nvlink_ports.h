@@ -15,6 +15,7 @@
 #include "cais/gpu/gpu_context.h"
 #include "cais/link.h"
 #include "cais/routing.h"
+#include "cais/vc_classes.h"
 
 namespace cais::gpu {
 
@@ -58,9 +59,6 @@ class NvlinkPorts {
   GpuContext& ctx_;
   std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1, min_vc_flits_ = ~0u;
   bool member_acks_ = false;  // NVLS member acks: answer multicast copies with MM_ACK
-  struct VcRange {
-    std::uint32_t first = 0, count = 1;
-  };
   std::array<VcRange, 3> vcs_of_{};                     // VC range per traffic class
   std::vector<std::array<std::uint32_t, 3>> next_vc_;  // per port and class: round-robin offset
   PlaneHash planes_;

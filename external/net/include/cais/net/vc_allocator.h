@@ -15,21 +15,19 @@
 
 #include "cais/link.h"
 #include "cais/packet.h"
+#include "cais/vc_classes.h"
 
 namespace cais::net {
 
 enum class VcClass : std::uint8_t { kAny, kRequest, kResponse, kLoad, kReduction };
 
-struct VcRange {
-  std::uint32_t first = 0, count = 0;
-};
+using cais::VcRange;
 
 // Class of a packet type (traffic_control splits requests into loads and reductions).
 VcClass vc_class_of(PacketType t, bool traffic_control);
 // VC range of a class for `vcs` VCs per port; throws ConfigError if vcs is too small.
 VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control);
-// Minimum VCs per port the classes need.
-std::uint32_t min_vcs(bool traffic_control);
+using cais::min_vcs;  // minimum VCs per port the classes need (cais/vc_classes.h)
 
 class VcAllocator {
  public:
