@@ -68,6 +68,7 @@ def test_bulk_packets_cut_the_events(engines):
     assert bulk["packets"] == one["packets"] > 0
     assert bulk["events"] < one["events"] / 2
     assert one["sim_time_us"] > 0 and one["wall_s"] > 0 and one["peak_rss_mb"]["engine"] > 0
+    assert one["windows"] > 0 and one["window_ns"] > 0
 
 
 def test_bulk_lines_out_of_range_is_one_line(engines, tmp_path):
