@@ -32,10 +32,20 @@ WINDOWS_KEPT = 3  # windows with inbound batches kept per engine (seeds stay sma
 PACKETS_KEPT = 12  # packets kept per batch
 
 
+# A packet record (external/common/include/cais/packet_records.h): a 112-byte head whose last two
+# u32 are the lines and the values that follow it as 8-byte words (lines - 1 and n_values).
+RECORD_HEAD_BYTES = 112
+
+
 def trim(batch: bytes) -> bytes:
     b = pb.PacketBatch()
     b.ParseFromString(batch)
-    del b.packets[PACKETS_KEPT:]
+    pos = 0
+    for _ in range(min(b.packets, PACKETS_KEPT)):
+        lines, values = struct.unpack_from("<II", b.records, pos + RECORD_HEAD_BYTES - 8)
+        pos += RECORD_HEAD_BYTES + 8 * (lines - 1 + values)
+    b.records = b.records[:pos]
+    b.packets = min(b.packets, PACKETS_KEPT)
     return b.SerializeToString()
 
 

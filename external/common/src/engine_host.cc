@@ -121,8 +121,7 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
   TimePs window_ps = 0;
   std::vector<FrameView> frames;
   std::vector<std::string> out_frames;
-  // Kept across windows: parsing into a cleared batch reuses its packet messages, so inbound
-  // packets cost no allocation once the batch has grown to a window's size.
+  // Kept across windows, in and out: its records keep their capacity.
   proto::PacketBatch batch;
   try {
     for (;;) {
@@ -166,7 +165,7 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
           for (std::size_t i = 1; i < frames.size(); ++i) {
             if (!batch.ParseFromArray(frames[i].data, static_cast<int>(frames[i].size)))
               throw ProtocolError("undecodable packet batch");
-            for (const auto& p : batch.packets()) sim.deliver_inbound(p);
+            sim.deliver_inbound(batch.records(), batch.packets());
           }
           sim.run_until(adv.until_ps());
           proto::Control reply;
@@ -175,14 +174,20 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
           wd->set_next_event_ps(sim.next_event_time());
           wd->set_events(sim.events_processed());
           out_frames.clear();
-          for (auto& b : sim.outbox()) {
-            if (b.packets_size() == 0) continue;
-            TimePs min_t = kNever;
-            for (const auto& p : b.packets()) min_t = std::min<TimePs>(min_t, p.arrival_ps());
-            wd->add_batch_dst(b.dst_engine());
-            wd->add_batch_min_ps(min_t);
+          auto& outbox = sim.outbox();
+          for (std::uint32_t dst = 0; dst < outbox.size(); ++dst) {
+            Sim::Outbound& b = outbox[dst];
+            if (b.packets == 0) continue;
+            wd->add_batch_dst(dst);
+            wd->add_batch_min_ps(b.min_arrival);
+            batch.Clear();
+            batch.set_src_engine(sim.engine_index());
+            batch.set_dst_engine(dst);
+            batch.set_packets(b.packets);
+            batch.mutable_records()->swap(b.records);  // lent for the serialisation, then given back
             out_frames.emplace_back();
-            b.SerializeToString(&out_frames.back());
+            batch.SerializeToString(&out_frames.back());
+            batch.mutable_records()->swap(b.records);
           }
           sim.clear_outbox();
           const bool done = model.done();

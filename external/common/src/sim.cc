@@ -1,9 +1,11 @@
 #include "cais/sim.h"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "cais/errors.h"
+#include "cais/packet_records.h"
 
 namespace cais {
 
@@ -79,11 +81,7 @@ void Sim::configure(const proto::Configure& cfg) {
     seen[id] = true;
   }
   local_nodes_.assign(nodes_.size(), nullptr);
-  outbox_.assign(num_engines_, proto::PacketBatch{});
-  for (std::uint32_t e = 0; e < num_engines_; ++e) {
-    outbox_[e].set_src_engine(engine_index_);
-    outbox_[e].set_dst_engine(e);
-  }
+  outbox_.assign(num_engines_, Outbound{});
   watch_.assign(cfg.watch().begin(), cfg.watch().end());
 }
 
@@ -121,31 +119,59 @@ void Sim::send(PacketHandle h, TimePs arrival, Component& sender) {
   }
   const std::uint32_t engine = node_engine_[dst];
   if (engine == engine_index_) throw InvariantError("packet to node " + nodes_[dst].name + " which this process does not host");
-  p.to_proto(outbox_[engine].add_packets());
+  Outbound& out = outbox_[engine];
+  append_record(p, out.records);
+  ++out.packets;
+  out.min_arrival = std::min(out.min_arrival, arrival);
   ++outbox_count_;
   pool_.release(h);
 }
 
-void Sim::deliver_inbound(const proto::Packet& pkt) {
-  if (pkt.arrival_ps() < window_start_) {
+void Sim::deliver_inbound(const std::string& records, std::uint32_t count) {
+  inbound_.clear();
+  const char* data = records.data();
+  std::size_t left = records.size();
+  try {
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (left == 0)
+        throw ProtocolError("packet batch: " + std::to_string(count) + " packets announced, " + std::to_string(i) +
+                            " present");
+      const PacketHandle h = pool_.alloc();
+      inbound_.push_back(h);
+      const std::size_t used = read_record(data, left, pool_[h]);
+      data += used;
+      left -= used;
+      check_inbound(pool_[h]);
+    }
+    if (left != 0) throw ProtocolError("packet batch: bytes left over after its " + std::to_string(count) + " packets");
+  } catch (...) {
+    for (const PacketHandle h : inbound_) pool_.release(h);
+    inbound_.clear();
+    throw;
+  }
+  for (const PacketHandle h : inbound_) {
+    const Packet& p = pool_[h];
+    queue_.push(Event{p.arrival_ps, p.hop_key, local_nodes_[p.hop_dst], kPacketArrival, 0, h});
+  }
+}
+
+void Sim::check_inbound(const Packet& pkt) const {
+  if (pkt.arrival_ps < window_start_) {
     std::ostringstream os;
-    os << "causality violation: packet arrives at " << pkt.arrival_ps() << " ps, before window start "
+    os << "causality violation: packet arrives at " << pkt.arrival_ps << " ps, before window start "
        << window_start_ << " ps (lookahead larger than a cross-process link latency?)";
     throw ProtocolError(os.str());
   }
-  if (pkt.hop_dst() >= local_nodes_.size() || local_nodes_[pkt.hop_dst()] == nullptr)
-    throw ProtocolError("inbound packet for node " + std::to_string(pkt.hop_dst()) + " not hosted here");
+  if (pkt.hop_dst >= local_nodes_.size() || local_nodes_[pkt.hop_dst] == nullptr)
+    throw ProtocolError("inbound packet for node " + std::to_string(pkt.hop_dst) + " not hosted here");
   // Handlers index ports and switch on the type: a packet from another process must have come
   // over a link of this topology (what a bad or garbled batch would break first).
-  const NodeInfo& at = nodes_[pkt.hop_dst()];
-  if (pkt.hop_port() >= at.out.size() || !at.out[pkt.hop_port()].connected)
-    throw ProtocolError("inbound packet for port " + std::to_string(pkt.hop_port()) + " of " + at.name +
+  const NodeInfo& at = nodes_[pkt.hop_dst];
+  if (pkt.hop_port >= at.out.size() || !at.out[pkt.hop_port].connected)
+    throw ProtocolError("inbound packet for port " + std::to_string(pkt.hop_port) + " of " + at.name +
                         ", which has no link there");
-  if (pkt.type() == proto::PKT_UNSPECIFIED || !proto::PacketType_IsValid(pkt.type()))
-    throw ProtocolError("inbound packet of unknown type " + std::to_string(pkt.type()) + " for " + at.name);
-  const PacketHandle h = pool_.alloc();
-  pool_[h].from_proto(pkt);
-  queue_.push(Event{pkt.arrival_ps(), pkt.hop_key(), local_nodes_[pkt.hop_dst()], kPacketArrival, 0, h});
+  if (pkt.type == proto::PKT_UNSPECIFIED || !proto::PacketType_IsValid(pkt.type))
+    throw ProtocolError("inbound packet of unknown type " + std::to_string(pkt.type) + " for " + at.name);
 }
 
 void Sim::attach_node(std::uint32_t node_id, NodeComponent* c) { local_nodes_.at(node_id) = c; }
@@ -169,7 +195,11 @@ void Sim::trace(const Component& c, const std::string& msg) const {
 }
 
 void Sim::clear_outbox() {
-  for (auto& b : outbox_) b.clear_packets();
+  for (auto& b : outbox_) {
+    b.records.clear();  // keeps its capacity
+    b.packets = 0;
+    b.min_arrival = kNever;
+  }
   outbox_count_ = 0;
 }
 

@@ -1,4 +1,4 @@
-// In-memory packet, pooled. Mirrors proto Packet; converted only at process boundaries.
+// In-memory packet, pooled; crosses process boundaries as a record (cais/packet_records.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -57,9 +57,6 @@ struct Packet : PacketHead {
     lines = o.lines;
     more_lines = o.more_lines;
   }
-
-  void to_proto(proto::Packet* out) const;
-  void from_proto(const proto::Packet& in);
 };
 
 // Free-list pool: packets are recycled, so the hot path never allocates once warmed up.

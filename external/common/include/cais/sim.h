@@ -71,8 +71,9 @@ class Sim {
   PacketHandle new_packet(Component& creator);  // assigns a unique id
   // Send `h` to (p.hop_dst, p.hop_port) arriving at `arrival`. Takes ownership.
   void send(PacketHandle h, TimePs arrival, Component& sender);
-  // A packet from another process (already carries arrival_ps and hop_key).
-  void deliver_inbound(const proto::Packet& pkt);
+  // The `count` packet records of a batch from another process (each already carries
+  // arrival_ps and hop_key); throws ProtocolError on a malformed batch, having taken nothing.
+  void deliver_inbound(const std::string& records, std::uint32_t count);
 
   // Direct credits (cais/deferred_credits.h) where both ends take part (the default), or credit
   // packets everywhere: results are identical; tests compare the two.
@@ -99,8 +100,14 @@ class Sim {
   void trace(const Component& c, const std::string& msg) const;
 
   // ---- process boundary
+  // Packets for one other process since the last take, as records (cais/packet_records.h).
+  struct Outbound {
+    std::string records;
+    std::uint32_t packets = 0;
+    TimePs min_arrival = kNever;
+  };
   // Outbound batches produced since the last take; index = destination engine.
-  std::vector<proto::PacketBatch>& outbox() { return outbox_; }
+  std::vector<Outbound>& outbox() { return outbox_; }
   std::size_t outbox_packets() const { return outbox_count_; }
   void clear_outbox();
   std::uint32_t engine_index() const { return engine_index_; }
@@ -110,6 +117,7 @@ class Sim {
 
  private:
   void check_not_past(const Event& e) const;
+  void check_inbound(const Packet& pkt) const;
   proto::Configure cfg_;
   Params params_;
   EventQueue queue_;
@@ -129,7 +137,8 @@ class Sim {
   std::uint32_t engine_index_ = 0;
   std::uint32_t num_engines_ = 1;
   std::uint32_t num_gpus_ = 0;
-  std::vector<proto::PacketBatch> outbox_;
+  std::vector<Outbound> outbox_;
+  std::vector<PacketHandle> inbound_;  // a batch's packets, queued once the whole batch is valid
   std::size_t outbox_count_ = 0;
   std::vector<std::string> watch_;
 };
