@@ -8,6 +8,7 @@
 #include "cais/errors.h"
 #include "cais/link.h"
 #include "cais/sim.h"
+#include "two_node_link.h"
 
 namespace cais {
 namespace {
@@ -64,23 +65,7 @@ struct TwoNodes {
   std::unique_ptr<Probe> a, b;
   OutputChannel ch;
   TwoNodes() {
-    proto::Configure cfg;
-    for (std::uint32_t i = 0; i < 2; ++i) {
-      auto* n = cfg.mutable_topology()->add_nodes();
-      n->set_id(i);
-      n->set_kind(proto::NODE_GPU);
-      n->set_name(i ? "b" : "a");
-      n->set_num_ports(1);
-      cfg.add_node_engine(0);
-    }
-    for (std::uint32_t src = 0; src < 2; ++src) {  // a link needs its way back (Sim::configure)
-      auto* l = cfg.mutable_topology()->add_links();
-      l->set_src_node(src);
-      l->set_dst_node(1 - src);
-      l->set_bw_gbps(16);
-      l->set_latency_ps(1000);
-    }
-    sim.configure(cfg);
+    sim.configure(two_node_link({0, 0}));
     a = std::make_unique<Probe>(sim, 0);
     b = std::make_unique<Probe>(sim, 1);
     sim.attach_node(0, a.get());

@@ -11,6 +11,7 @@
 #include "cais/errors.h"
 #include "cais/packet_records.h"
 #include "cais/sim.h"
+#include "two_node_link.h"
 
 namespace cais {
 namespace {
@@ -120,20 +121,7 @@ struct Sink : NodeComponent {
 
 // Two processes' views of one link: node 0 in engine 0, node 1 in engine 1.
 std::unique_ptr<Sim> half(std::uint32_t engine) {
-  proto::Configure cfg;
-  for (std::uint32_t i = 0; i < 2; ++i) {
-    auto* n = cfg.mutable_topology()->add_nodes();
-    n->set_id(i);
-    n->set_kind(proto::NODE_GPU);
-    n->set_name(i ? "b" : "a");
-    n->set_num_ports(1);
-    cfg.add_node_engine(i);
-    auto* l = cfg.mutable_topology()->add_links();
-    l->set_src_node(i);
-    l->set_dst_node(1 - i);
-    l->set_bw_gbps(16);
-    l->set_latency_ps(1000);
-  }
+  proto::Configure cfg = two_node_link({0, 1});
   cfg.set_engine_index(engine);
   cfg.add_hosted_nodes(engine);
   auto sim = std::make_unique<Sim>();
