@@ -118,6 +118,19 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     assert not (tmp_path / "results.csv").exists()
 
 
+@pytest.mark.parametrize("experiment,override,expected", [
+    ("validate_overlap", "validate.stats=true", "validate.stats: experiment validate_overlap does not read it"),
+    ("validate_overlap", "model=tiny", "model: experiment validate_overlap does not read it"),
+    ("validate_overlap", "traffic.requests_per_gpu=3", "experiment validate_overlap does not read traffic"),
+    ("validate_collectives", "scheme=cais", "scheme: experiment validate_collectives does not read it"),
+])
+def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, override, expected):
+    """Instead of a run that silently goes without it (a sweep over it would repeat one point)."""
+    proc = run_cli(f"experiment={experiment}", override, f"out_dir={tmp_path}", check=False, timeout=60)
+    one_error_line(proc, expected)
+    assert not list(tmp_path.iterdir())
+
+
 def test_validate_collectives_honours_gpus_per_process(monkeypatch):
     seen = {}
 

@@ -109,6 +109,19 @@ def check_out_dir(path) -> None:
         raise ConfigError("out_dir", f"{p} is not writable by this user")
 
 
+def check_read(overrides: list[str], task: str) -> None:
+    """A command-line key the experiment never reads is an error, not a run without it."""
+    from harness import experiments
+
+    ignored = experiments.ignored_keys(task)
+    for o in overrides:
+        key = o.partition("=")[0].lstrip("+~")
+        hit = next((k for k in ignored if key == k or key.startswith(k + ".")), None)
+        if hit is not None:
+            what = "it" if hit == key else hit
+            raise ConfigError(key, f"experiment {task} does not read {what}; remove it")
+
+
 def precheck(argv: list[str]) -> None:
     """Compose every point of the command line and check its out_dir; ConfigError on the first
     problem (the CLI prints it as one line)."""
@@ -125,7 +138,8 @@ def precheck(argv: list[str]) -> None:
     cfgs = compose_all(points)
     from harness.cosim.progress import parse_mode
 
-    for cfg in cfgs:
+    for point, cfg in zip(points, cfgs):
+        check_read(point, str(cfg.task))
         parse_mode(cfg.cosim.progress)
         if cfg.out_dir:
             check_out_dir(cfg.out_dir)

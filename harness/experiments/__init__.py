@@ -2,7 +2,9 @@
 
 The CLI looks the module up by ``task`` (set by conf/experiment/<name>.yaml), so a new
 experiment is one module here plus one YAML file, with no edits elsewhere. A module may name the
-columns the CLI prints (``DISPLAY``); results.csv always has them all.
+columns the CLI prints (``DISPLAY``); results.csv always has them all; and the config keys it
+never reads (``IGNORED_KEYS``: a key, or a section with everything under it), which the CLI then
+refuses on the command line instead of running without them.
 """
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ def _module(name: str):
 
 def get(name: str) -> Runner:
     return _module(name).run
+
+
+def ignored_keys(name: str) -> tuple[str, ...]:
+    """Keys (or sections) experiment `name` never reads (its module's IGNORED_KEYS)."""
+    return tuple(getattr(_module(name), "IGNORED_KEYS", ()))
 
 
 def display_columns(name: str) -> list[str] | None:

@@ -37,6 +37,8 @@ DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "collectives.csv
 SYSTEM_BY_GPUS = {2: "hgx_h200_2gpu", 4: "hgx_h200_4gpu", 8: "dgx_h100"}
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 ALGOS = ("ring", "nvls")
+# Each row names its collective, size and system; no layer workload, scheme or traffic is involved.
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic")
 
 
 def bus_factor(op: str, n: int) -> float:
