@@ -123,6 +123,8 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     ("validate_overlap", "model=tiny", "model: experiment validate_overlap does not read it"),
     ("validate_overlap", "traffic.requests_per_gpu=3", "experiment validate_overlap does not read traffic"),
     ("validate_collectives", "scheme=cais", "scheme: experiment validate_collectives does not read it"),
+    ("validate_kernels", "phase=training", "phase: experiment validate_kernels does not read it"),
+    ("validate_concurrent", "validate.kernels=isa", "experiment validate_concurrent does not read it"),
 ])
 def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, override, expected):
     """Instead of a run that silently goes without it (a sweep over it would repeat one point)."""

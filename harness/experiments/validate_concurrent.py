@@ -34,6 +34,8 @@ from harness.gpu import kernels, standalone, stream_kernel
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "concurrent_h100.csv"
 REQUIRED = ("name", "M", "N", "K", "stream_kind", "ctas", "bytes", "order", "start_gap_us")
 ORDERS = ("stream_first", "gemm_first")
+# Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
 MEASURED = ("gemm_us", "stream_us", "makespan_us", "gemm_alone_us", "stream_alone_us")
 
 

@@ -34,6 +34,8 @@ SUPPORTED = ("gemm", "layernorm", "attention")
 LOAD = {"gemm": "tensor", "attention": "tensor", "layernorm": "memory"}  # power-model load kind
 DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics plan for these
 CLUSTERS_CSV = REPO_ROOT / "harness" / "data" / "measured" / "h100_partitions_clusters.csv"
+# Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
 
 
 @functools.lru_cache(maxsize=None)
