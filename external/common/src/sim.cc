@@ -136,7 +136,7 @@ void Sim::deliver_inbound(const std::string& records, std::uint32_t count) {
       if (left == 0)
         throw ProtocolError("packet batch: " + std::to_string(count) + " packets announced, " + std::to_string(i) +
                             " present");
-      const PacketHandle h = pool_.alloc();
+      const PacketHandle h = pool_.take();  // read_record sets every field
       inbound_.push_back(h);
       const std::size_t used = read_record(data, left, pool_[h]);
       data += used;

@@ -80,6 +80,15 @@ class PacketPool {
     ++live_;
     return h;
   }
+  // A slot for a caller that sets every field of PacketHead itself (cais/packet_records.h's
+  // read_record): alloc() without the reset it would overwrite.
+  PacketHandle take() {
+    if (free_.empty()) return alloc();
+    const PacketHandle h = free_.back();
+    free_.pop_back();
+    ++live_;
+    return h;
+  }
   void release(PacketHandle h) {
     free_.push_back(h);
     --live_;
