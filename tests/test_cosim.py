@@ -53,6 +53,23 @@ def test_exact_across_process_boundaries(engines, tmp_path, transport):
     same_files(single, split)
 
 
+def test_a_lone_engine_runs_in_slices_of_events_and_stops_anywhere_exactly(engines, monkeypatch):
+    """One process exchanges nothing: the harness advances it by event budgets, not 250 ns windows,
+    and where a budget ends (mid-window, between two events of one time) changes nothing."""
+    from harness.cosim import runner
+    from harness.system import run_system
+
+    split = run_system(compose(*PHASED, "cosim.gpus_per_process=4", "cosim.switches_per_process=2"))
+    whole = run_system(compose(*PHASED, "cosim.colocate=true"))
+    assert whole.windows == 1 and split.windows > 10
+    monkeypatch.setattr(runner, "SLICE_EVENTS", 997)
+    sliced = run_system(compose(*PHASED, "cosim.colocate=true"))
+    assert sliced.windows == -(-sliced.events // 997)
+    for r in (whole, sliced):
+        assert r.end_ps == split.end_ps and r.events == split.events
+        assert r.stats.equals(split.stats) and r.series.equals(split.series)
+
+
 def test_partition_invariance_8_gpus_4_switches(engines, tmp_path):
     together = run_to(tmp_path, "together", *SMALL, "cosim.gpus_per_process=8", "cosim.switches_per_process=4")
     apart = run_to(tmp_path, "apart", *SMALL, "cosim.gpus_per_process=1", "cosim.switches_per_process=1")

@@ -11,19 +11,24 @@ from harness.cosim.channel_errors import BadMessage
 from harness.cosim.shm_lib import load
 from harness.errors import ConfigError
 
-# Per direction per engine. Packet batches of a window are typically a few KB; larger messages
-# (Configure with a workload, Stats) stream through the ring.
+# Per direction per engine: control messages (larger ones, a Configure with a workload or Stats,
+# stream through the ring).
 RING_BYTES = 1 << 18
+# Per ordered pair of engines: their packet batches, which go straight from engine to engine
+# (a busy window of a paper-scale layer sends about 1.6 MB; a larger batch streams).
+PEER_RING_BYTES = 1 << 22
 
 
 class ShmChannel:
     # A wait sleeps in slices this long, so a dead engine is noticed within about a millisecond.
     liveness_poll_s = 0.001
+    # Engines exchange packet batches through peer rings; WindowDone and Advance only say where.
+    direct_batches = True
 
     def __init__(self, names: list[str], spin_us: int):
         self._m = load()
         try:
-            self._hub = self._m.create(len(names), RING_BYTES)
+            self._hub = self._m.create(len(names), RING_BYTES, PEER_RING_BYTES if len(names) > 1 else 0)
         except OSError as exc:  # no memory for the segment, a file-size limit
             raise ConfigError("cosim.transport", f"shm: {exc}; cosim.transport=ipc needs no segment") from None
         self.fd: int = self._m.fd(self._hub)

@@ -15,6 +15,7 @@ class ZmqChannel:
     # How often a wait looks at the engine processes: ZeroMQ wakes us on a message anyway.
     liveness_poll_s = 0.1
     pass_fds: tuple[int, ...] = ()
+    direct_batches = False  # packet batches travel as frames through the harness
 
     def __init__(self, names: list[str], transport: str, log_dir: Path, tcp_host: str = "127.0.0.1"):
         self.ids = [n.encode() for n in names]

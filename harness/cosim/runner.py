@@ -5,7 +5,13 @@ those events and the packets waiting to be delivered, and lets every engine that
 T+W (W = the window, the smallest latency of a link crossing processes) run up to T+W. Packets an
 engine emits during [T, T+W) arrive no earlier than T+W, so handing them over at the window
 boundary is exact. Windows in which nobody has anything to do are never executed: the harness
-jumps straight to the next event. Packet batches pass through as opaque frames.
+jumps straight to the next event. Packet batches pass through as opaque frames, or, over shared
+memory, go from engine to engine through peer rings while the harness only passes on where they
+wait (WindowDone.batch_dst, Advance.batch_src).
+
+A single engine process (the whole system colocated) exchanges nothing, so it needs no windows:
+it runs in slices of SLICE_EVENTS events instead (Advance.max_events), which keep Ctrl-C, the
+progress line and the hang watchdog responsive without a round trip every 250 ns.
 """
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ from harness.errors import ConfigError, EngineError, SimulationError
 from harness.protocol import cosim as pb
 
 NEVER = 2**64 - 1
+# Events per Advance of a lone engine: a fraction of a second at a few million events per second,
+# far inside cosim.reply_timeout_s even on a loaded machine.
+SLICE_EVENTS = 1 << 19
 
 
 SERIES_COLUMNS = ["name", "bin", "start_ns", "bin_ns", "value"]
@@ -181,7 +190,8 @@ class Coordinator:
 
     def run(self, next_event: list[int], window_ps: int, max_time_ps: int) -> tuple[int, int, int, list]:
         n = len(self.engines)
-        pending: list[list] = [[] for _ in range(n)]
+        direct = self.channel.direct_batches
+        pending: list[list] = [[] for _ in range(n)]  # per engine: batch frames, or (direct) source engines
         pending_min = [NEVER] * n
         done = [False] * n
         blocked = [""] * n
@@ -190,6 +200,9 @@ class Coordinator:
         windows = 0
         advance = pb.Control()
         adv = advance.advance
+        single = n == 1  # nobody to exchange packets with: slices of events, not windows
+        if single:
+            adv.max_events = SLICE_EVENTS
         send, recv = self.send, self.recv
         cancelled = cancel.cancelled
         reporter = progress.current()
@@ -201,27 +214,32 @@ class Coordinator:
                 break
             if cancelled():
                 cancel.check()
-            if reporter is not None and not windows & 63 and time.monotonic() >= next_tick:
+            if reporter is not None and (single or not windows & 63) and time.monotonic() >= next_tick:
                 reporter.simulated(last_event, sum(events))
                 next_tick = time.monotonic() + progress.TICK_S
             if t0 > max_time_ps:
                 raise SimulationError(f"simulated time passed cosim.max_sim_time_us ({max_time_ps / 1e6:.0f} us); "
                                       "raise it if the workload is meant to run that long")
-            until = t0 + window_ps
+            until = max_time_ps + 1 if single else t0 + window_ps
             adv.until_ps = until
             adv.num_batches = 0
             plain = advance.SerializeToString()  # one Advance for every engine without inbound batches
             active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
             for i in active:
                 batches = pending[i]
-                if batches:
+                if not batches:
+                    send(i, plain)
+                    continue
+                if direct:
+                    adv.batch_src[:] = batches
+                    send(i, advance.SerializeToString())
+                    del adv.batch_src[:]
+                else:
                     adv.num_batches = len(batches)
                     send(i, advance.SerializeToString(), batches)
                     adv.num_batches = 0
-                    pending[i] = []
-                    pending_min[i] = NEVER
-                else:
-                    send(i, plain)
+                pending[i] = []
+                pending_min[i] = NEVER
             waiting = set(active)
             while waiting:
                 idx, ctl, frames = recv(waiting, None, "window_done")
@@ -237,11 +255,11 @@ class Coordinator:
                 if not finished:
                     blocked[idx] = wd.blocked_reason
                 dsts = wd.batch_dst
-                if len(dsts) != len(frames):
+                if (frames if direct else len(dsts) != len(frames)) or len(wd.batch_min_ps) != len(dsts):
                     raise EngineError(self.engines[idx].name, "batch frames do not match their headers",
                                       self.engines[idx].stderr_tail())
-                if frames:
-                    for dst, tmin, frame in zip(dsts, wd.batch_min_ps, frames):
+                if dsts:
+                    for dst, tmin, frame in zip(dsts, wd.batch_min_ps, [idx] * len(dsts) if direct else frames):
                         if dst >= n:
                             raise EngineError(self.engines[idx].name, f"batch for unknown engine {dst}",
                                               self.engines[idx].stderr_tail())
@@ -252,12 +270,13 @@ class Coordinator:
                         if tmin < pending_min[dst]:
                             pending_min[dst] = tmin
             windows += 1
-            t_end = until
+            t_end = last_event if single else until
         # Everyone is idle. Engines that never ran report their state through an empty window.
         silent = [i for i in range(n) if not done[i]]
         if silent:
-            advance.advance.until_ps = t_end
-            advance.advance.num_batches = 0
+            adv.until_ps = t_end
+            adv.num_batches = 0
+            adv.max_events = 0
             for i in silent:
                 self.send(i, advance.SerializeToString())
             for i, (ctl, _) in self.gather("window_done", silent).items():

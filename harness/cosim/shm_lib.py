@@ -4,7 +4,7 @@ The channel protocol (rings, sequence numbers, memory ordering, spinning and sle
 C++ (external/common/src/shm_channel.cc) and is shared with the engines; the extension, built
 beside cais-engine, only moves bytes objects in and out of it:
 
-    hub = create(engines, ring_bytes); fd(hub)
+    hub = create(engines, ring_bytes[, peer_ring_bytes]); fd(hub)
     send(hub, engine, control[, frames])      # queues; never blocks
     recv(hub, spin_ns, max_ns)                # None | (engine, control, frames) | (engine, None, reason)
     close(hub)

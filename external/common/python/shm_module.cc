@@ -40,14 +40,15 @@ bool check_args(Py_ssize_t nargs, Py_ssize_t want, const char* name) {
   return false;
 }
 
-// create(engines, ring_bytes) -> hub
+// create(engines, ring_bytes[, peer_ring_bytes]) -> hub
 PyObject* create(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!check_args(nargs, 2, "create")) return nullptr;
+  if (nargs != 2 && !check_args(nargs, 3, "create")) return nullptr;
   const unsigned long engines = PyLong_AsUnsignedLong(args[0]);
   const unsigned long long ring = PyLong_AsUnsignedLongLong(args[1]);
+  const unsigned long long peer_ring = nargs == 3 ? PyLong_AsUnsignedLongLong(args[2]) : 0;
   if (PyErr_Occurred()) return nullptr;
   try {
-    auto* h = new Handle{std::make_unique<HarnessHub>(static_cast<std::uint32_t>(engines), ring)};
+    auto* h = new Handle{std::make_unique<HarnessHub>(static_cast<std::uint32_t>(engines), ring, peer_ring)};
     PyObject* capsule = PyCapsule_New(h, kCapsule, destroy_capsule);
     if (capsule == nullptr) delete h;
     return capsule;
@@ -172,7 +173,7 @@ PyObject* recv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyMethodDef kMethods[] = {
     {"create", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(create)), METH_FASTCALL,
-     "create(engines, ring_bytes) -> hub"},
+     "create(engines, ring_bytes[, peer_ring_bytes]) -> hub"},
     {"close", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(close_hub)), METH_FASTCALL,
      "close(hub)"},
     {"fd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fd)), METH_FASTCALL, "fd(hub) -> int"},

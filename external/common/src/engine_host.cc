@@ -86,6 +86,15 @@ void HostedModel::export_stats(proto::Stats* out) {
   sim_.stats().export_to(out);
 }
 
+// ------------------------------------------------------------------ links
+void EngineLink::send_batch(std::uint32_t, const std::vector<FrameView>&) {
+  throw ProtocolError("this transport carries packet batches through the harness only");
+}
+
+const std::vector<FrameView>& EngineLink::recv_batch(std::uint32_t) {
+  throw ProtocolError("this transport carries packet batches through the harness only");
+}
+
 // ------------------------------------------------------------------ protocol loop
 namespace {
 
@@ -121,6 +130,8 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
   TimePs window_ps = 0;
   std::vector<FrameView> frames;
   std::vector<std::string> out_frames;
+  std::string peer_header;
+  std::vector<FrameView> peer_frames;
   // Kept across windows, in and out: its records keep their capacity.
   proto::PacketBatch batch;
   try {
@@ -167,7 +178,14 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
               throw ProtocolError("undecodable packet batch");
             sim.deliver_inbound(batch.records(), batch.packets());
           }
-          sim.run_until(adv.until_ps());
+          for (const std::uint32_t src : adv.batch_src()) {  // batches in peer rings
+            const std::vector<FrameView>& peer = link.recv_batch(src);
+            if (peer.size() != 2 || !batch.ParseFromArray(peer[0].data, static_cast<int>(peer[0].size)) ||
+                batch.src_engine() != src || batch.dst_engine() != sim.engine_index() || !batch.records().empty())
+              throw ProtocolError("malformed packet batch from engine " + std::to_string(src));
+            sim.deliver_inbound(std::string_view(peer[1].data, peer[1].size), batch.packets());
+          }
+          sim.run_until(adv.until_ps(), adv.max_events() ? adv.max_events() : UINT64_MAX);
           proto::Control reply;
           auto* wd = reply.mutable_window_done();
           wd->set_now_ps(sim.now());  // time of the last event processed
@@ -184,6 +202,12 @@ int run_engine_host(EngineLink& link, const std::string& name, const FaultInject
             batch.set_src_engine(sim.engine_index());
             batch.set_dst_engine(dst);
             batch.set_packets(b.packets);
+            if (link.direct_batches()) {  // the header, then the records as they are: one copy, into the ring
+              batch.SerializeToString(&peer_header);
+              peer_frames.assign({{peer_header.data(), peer_header.size()}, {b.records.data(), b.records.size()}});
+              link.send_batch(dst, peer_frames);
+              continue;
+            }
             batch.mutable_records()->swap(b.records);  // lent for the serialisation, then given back
             out_frames.emplace_back();
             batch.SerializeToString(&out_frames.back());

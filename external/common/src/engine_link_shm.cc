@@ -40,6 +40,26 @@ class ShmLink final : public EngineLink {
 
   void finish() override { ep_.drain(kFinishNs); }
 
+  bool direct_batches() const override { return ep_.has_peers(); }
+
+  void send_batch(std::uint32_t dst, const std::vector<FrameView>& frames) override {
+    if (!ep_.has_peers()) EngineLink::send_batch(dst, frames);
+    ep_.send_peer(dst, frames.data(), frames.size());
+  }
+
+  const std::vector<FrameView>& recv_batch(std::uint32_t src) override {
+    if (!ep_.has_peers()) return EngineLink::recv_batch(src);
+    shm::RingReader::Status st;
+    std::int64_t spin = spin_ns_;
+    while ((st = ep_.wait_peer(src, spin, kParentCheckNs)) == shm::RingReader::kNothing) {
+      if (getppid() != parent_) throw ProtocolError("the harness is gone");
+      spin = 0;
+    }
+    if (st == shm::RingReader::kBad)
+      throw ProtocolError("undecodable batch from engine " + std::to_string(src) + ": " + ep_.peer_error(src));
+    return ep_.peer_frames(src);
+  }
+
  private:
   shm::EngineEndpoint ep_;
   std::int64_t spin_ns_;

@@ -28,7 +28,9 @@ struct SegmentHeader {
   std::uint32_t reserved;
   std::uint64_t ring_bytes;
   std::uint64_t total_bytes;
+  std::uint64_t peer_ring_bytes;
 };
+static_assert(sizeof(SegmentHeader) <= 64, "the header shares its cache line with nothing else");
 
 // Everything one engine's two directions need, apart from the ring data itself.
 struct EngineSlot {
@@ -44,12 +46,22 @@ constexpr std::size_t kPage = 4096;
 
 std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
-std::size_t data_offset(std::uint32_t engines) {
-  return round_up(kSlotsOffset + engines * sizeof(EngineSlot), kPage);
+// Peer rings: one per ordered pair of distinct engines, numbered src * (engines - 1) + dst',
+// dst' = dst with src left out.
+std::size_t peer_index(std::uint32_t engines, std::uint32_t src, std::uint32_t dst) {
+  return std::size_t{src} * (engines - 1) + (dst < src ? dst : dst - 1);
 }
 
-std::size_t total_bytes(std::uint32_t engines, std::uint64_t ring) {
-  return data_offset(engines) + 2ull * engines * ring;
+std::size_t peer_rings(std::uint32_t engines) { return engines ? std::size_t{engines} * (engines - 1) : 0; }
+
+std::size_t peer_controls_offset(std::uint32_t engines) { return kSlotsOffset + engines * sizeof(EngineSlot); }
+
+std::size_t data_offset(std::uint32_t engines, bool peers) {
+  return round_up(peer_controls_offset(engines) + (peers ? peer_rings(engines) * sizeof(RingControl) : 0), kPage);
+}
+
+std::size_t total_bytes(std::uint32_t engines, std::uint64_t ring, std::uint64_t peer_ring) {
+  return data_offset(engines, peer_ring > 0) + 2ull * engines * ring + peer_rings(engines) * peer_ring;
 }
 
 std::uint64_t pow2_at_least(std::uint64_t x) {
@@ -63,10 +75,11 @@ std::uint64_t pow2_at_least(std::uint64_t x) {
 }  // namespace
 
 // ------------------------------------------------------------------ segment
-Segment Segment::create(std::uint32_t engines, std::uint64_t ring_bytes) {
+Segment Segment::create(std::uint32_t engines, std::uint64_t ring_bytes, std::uint64_t peer_ring_bytes) {
   ring_bytes = pow2_at_least(ring_bytes);  // index arithmetic by mask
+  if (peer_ring_bytes) peer_ring_bytes = pow2_at_least(peer_ring_bytes);
   Segment s;
-  s.size_ = total_bytes(engines, ring_bytes);
+  s.size_ = total_bytes(engines, ring_bytes, peer_ring_bytes);
   // memfd: no name in /dev/shm to leak; freed when the last process holding it exits.
   s.fd_ = static_cast<int>(syscall(SYS_memfd_create, "cais-cosim", MFD_CLOEXEC));
   if (s.fd_ < 0) throw_errno("memfd_create");
@@ -77,8 +90,11 @@ Segment Segment::create(std::uint32_t engines, std::uint64_t ring_bytes) {
   new (s.base_ + kHarnessBellOffset) Doorbell();
   for (std::uint32_t i = 0; i < engines; ++i)
     new (s.base_ + kSlotsOffset + i * sizeof(EngineSlot)) EngineSlot();
+  if (peer_ring_bytes)
+    for (std::size_t i = 0; i < peer_rings(engines); ++i)
+      new (s.base_ + peer_controls_offset(engines) + i * sizeof(RingControl)) RingControl();
   auto* h = reinterpret_cast<SegmentHeader*>(s.base_ + kHeaderOffset);
-  *h = SegmentHeader{kSegmentMagic, kSegmentVersion, engines, 0, ring_bytes, s.size_};
+  *h = SegmentHeader{kSegmentMagic, kSegmentVersion, engines, 0, ring_bytes, s.size_, peer_ring_bytes};
   return s;
 }
 
@@ -94,7 +110,7 @@ Segment Segment::attach(int fd) {
   s.base_ = static_cast<char*>(p);
   const auto* h = reinterpret_cast<const SegmentHeader*>(s.base_ + kHeaderOffset);
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion ||
-      h->total_bytes != total_bytes(h->engines, h->ring_bytes) || h->total_bytes > s.size_)
+      h->total_bytes != total_bytes(h->engines, h->ring_bytes, h->peer_ring_bytes) || h->total_bytes > s.size_)
     throw std::runtime_error("not a cais shared-memory segment of this version");
   return s;
 }
@@ -115,6 +131,9 @@ Segment::~Segment() {
 
 std::uint32_t Segment::engines() const { return reinterpret_cast<const SegmentHeader*>(base_)->engines; }
 std::uint64_t Segment::ring_bytes() const { return reinterpret_cast<const SegmentHeader*>(base_)->ring_bytes; }
+std::uint64_t Segment::peer_ring_bytes() const {
+  return reinterpret_cast<const SegmentHeader*>(base_)->peer_ring_bytes;
+}
 Doorbell* Segment::harness_bell() { return reinterpret_cast<Doorbell*>(base_ + kHarnessBellOffset); }
 
 static EngineSlot* slot(char* base, std::uint32_t i) {
@@ -123,8 +142,17 @@ static EngineSlot* slot(char* base, std::uint32_t i) {
 Doorbell* Segment::engine_bell(std::uint32_t i) { return &slot(base_, i)->bell; }
 RingControl* Segment::to_engine(std::uint32_t i) { return &slot(base_, i)->to_engine; }
 RingControl* Segment::to_harness(std::uint32_t i) { return &slot(base_, i)->to_harness; }
-char* Segment::to_engine_data(std::uint32_t i) { return base_ + data_offset(engines()) + 2ull * i * ring_bytes(); }
+char* Segment::to_engine_data(std::uint32_t i) {
+  return base_ + data_offset(engines(), peer_ring_bytes() > 0) + 2ull * i * ring_bytes();
+}
 char* Segment::to_harness_data(std::uint32_t i) { return to_engine_data(i) + ring_bytes(); }
+RingControl* Segment::peer(std::uint32_t src, std::uint32_t dst) {
+  return reinterpret_cast<RingControl*>(base_ + peer_controls_offset(engines()) +
+                                        peer_index(engines(), src, dst) * sizeof(RingControl));
+}
+char* Segment::peer_data(std::uint32_t src, std::uint32_t dst) {
+  return to_engine_data(engines()) + peer_index(engines(), src, dst) * peer_ring_bytes();
+}
 
 // ------------------------------------------------------------------ doorbells and waiting
 namespace {
@@ -387,8 +415,8 @@ void RingReader::release() {
 }
 
 // ------------------------------------------------------------------ harness hub
-HarnessHub::HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes)
-    : seg_(Segment::create(engines, ring_bytes)) {
+HarnessHub::HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes, std::uint64_t peer_ring_bytes)
+    : seg_(Segment::create(engines, ring_bytes, peer_ring_bytes)) {
   const std::uint64_t cap = seg_.ring_bytes();
   for (std::uint32_t i = 0; i < engines; ++i) {
     writers_.emplace_back(seg_.to_engine(i), seg_.to_engine_data(i), cap, seg_.engine_bell(i));
@@ -434,20 +462,60 @@ EngineEndpoint::EngineEndpoint(int fd, std::uint32_t engine)
     : seg_(Segment::attach(fd)),
       engine_(checked_slot(seg_, engine)),
       writer_(seg_.to_harness(engine), seg_.to_harness_data(engine), seg_.ring_bytes(), seg_.harness_bell()),
-      reader_(seg_.to_engine(engine), seg_.to_engine_data(engine), seg_.ring_bytes(), seg_.harness_bell()) {}
+      reader_(seg_.to_engine(engine), seg_.to_engine_data(engine), seg_.ring_bytes(), seg_.harness_bell()) {
+  const std::uint64_t cap = seg_.peer_ring_bytes();
+  if (cap == 0) return;
+  to_peer_.resize(seg_.engines());
+  from_peer_.resize(seg_.engines());
+  for (std::uint32_t other = 0; other < seg_.engines(); ++other) {
+    if (other == engine_) continue;
+    to_peer_[other] = std::make_unique<RingWriter>(seg_.peer(engine_, other), seg_.peer_data(engine_, other), cap,
+                                                   seg_.engine_bell(other));
+    from_peer_[other] = std::make_unique<RingReader>(seg_.peer(other, engine_), seg_.peer_data(other, engine_), cap,
+                                                     seg_.engine_bell(other));
+  }
+}
+
+bool EngineEndpoint::flush_all() {
+  bool left = writer_.flush();
+  for (auto& w : to_peer_)
+    if (w) left |= w->flush();
+  return left;
+}
 
 RingReader::Status EngineEndpoint::wait(std::int64_t spin_ns, std::int64_t max_ns) {
   reader_.release();
   RingReader::Status st = RingReader::kNothing;
   wait_for(seg_.engine_bell(engine_), spin_ns, max_ns, [&] {
-    writer_.flush();
+    flush_all();  // a peer may be waiting for the rest of a batch
     return (st = reader_.poll()) != RingReader::kNothing;
   });
   return st;
 }
 
+static std::uint32_t checked_peer(const std::vector<std::unique_ptr<RingWriter>>& peers, std::uint32_t other) {
+  if (other >= peers.size() || !peers[other])
+    throw std::runtime_error("no peer ring to engine " + std::to_string(other));
+  return other;
+}
+
+void EngineEndpoint::send_peer(std::uint32_t dst, const FrameView* frames, std::size_t n) {
+  to_peer_[checked_peer(to_peer_, dst)]->send(frames, n);
+}
+
+RingReader::Status EngineEndpoint::wait_peer(std::uint32_t src, std::int64_t spin_ns, std::int64_t max_ns) {
+  RingReader& r = *from_peer_[checked_peer(to_peer_, src)];
+  r.release();
+  RingReader::Status st = RingReader::kNothing;
+  wait_for(seg_.engine_bell(engine_), spin_ns, max_ns, [&] {
+    flush_all();  // two engines may each wait for the rest of the other's batch
+    return (st = r.poll()) != RingReader::kNothing;
+  });
+  return st;
+}
+
 bool EngineEndpoint::drain(std::int64_t max_ns) {
-  return wait_for(seg_.engine_bell(engine_), 0, max_ns, [&] { return !writer_.flush(); });
+  return wait_for(seg_.engine_bell(engine_), 0, max_ns, [&] { return !flush_all(); });
 }
 
 }  // namespace cais::shm

@@ -89,9 +89,9 @@ void Sim::check_not_past(const Event& e) const {
   if (e.time < now_) throw InvariantError("event scheduled in the past");
 }
 
-std::uint64_t Sim::run_until(TimePs until) {
+std::uint64_t Sim::run_until(TimePs until, std::uint64_t max_events) {
   std::uint64_t n = 0;
-  while (!queue_.empty() && queue_.top().time < until) {
+  while (n < max_events && !queue_.empty() && queue_.top().time < until) {
     const Event e = queue_.pop();
     now_ = e.time;
     cur_key_ = e.key;
@@ -127,7 +127,7 @@ void Sim::send(PacketHandle h, TimePs arrival, Component& sender) {
   pool_.release(h);
 }
 
-void Sim::deliver_inbound(const std::string& records, std::uint32_t count) {
+void Sim::deliver_inbound(std::string_view records, std::uint32_t count) {
   inbound_.clear();
   const char* data = records.data();
   std::size_t left = records.size();

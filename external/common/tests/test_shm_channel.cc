@@ -156,5 +156,99 @@ TEST(ShmChannel, PingPongWithAnotherProcess) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+std::string random_bytes(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+TEST(ShmPeerRings, OnlyASegmentWithPeerRingsHasThem) {
+  HarnessHub plain(2, 4096);
+  EXPECT_FALSE(EngineEndpoint(dup(plain.fd()), 0).has_peers());
+  HarnessHub hub(3, 4096, 8192);
+  EngineEndpoint a(dup(hub.fd()), 0);
+  ASSERT_TRUE(a.has_peers());
+  const std::string x = "x";
+  FrameView v{x.data(), x.size()};
+  EXPECT_THROW(a.send_peer(0, &v, 1), std::runtime_error);  // no ring to itself
+  EXPECT_THROW(a.send_peer(3, &v, 1), std::runtime_error);
+}
+
+// Two engines that each send the other a batch 16x their ring, then wait for the other's: each
+// wait pushes its own backlog while it pulls, so neither blocks the other. The third engine's
+// rings are separate: what goes to it stays apart, in order.
+TEST(ShmPeerRings, BatchesLargerThanTheRingCrossBothWaysWhileBothWait) {
+  HarnessHub hub(3, 4096, 8192);
+  EngineEndpoint a(dup(hub.fd()), 0), b(dup(hub.fd()), 1), c(dup(hub.fd()), 2);
+  const std::vector<std::string> to_b = {"header a->b", random_bytes(1 << 17, 1)};
+  const std::vector<std::string> to_a = {"header b->a", random_bytes(1 << 17, 2)};
+  const std::vector<std::string> to_c1 = {"first", "a->c"}, to_c2 = {"second", random_bytes(100, 3)};
+  auto vb = views(to_b), va = views(to_a), vc1 = views(to_c1), vc2 = views(to_c2);
+  a.send_peer(1, vb.data(), vb.size());  // never blocks: the rest waits in a's backlog
+  a.send_peer(2, vc1.data(), vc1.size());
+  b.send_peer(0, va.data(), va.size());
+  a.send_peer(2, vc2.data(), vc2.size());
+  RingReader::Status sa = RingReader::kNothing, sb = RingReader::kNothing;
+  int rounds = 0;
+  while (sa != RingReader::kReady || sb != RingReader::kReady) {  // one thread takes turns for both
+    if (sa != RingReader::kReady) sa = a.wait_peer(1, 0, 0);
+    if (sb != RingReader::kReady) sb = b.wait_peer(0, 0, 0);
+    ASSERT_NE(sa, RingReader::kBad) << a.peer_error(1);
+    ASSERT_NE(sb, RingReader::kBad) << b.peer_error(0);
+    ASSERT_LT(++rounds, 100000);
+  }
+  EXPECT_GT(rounds, 10);  // streamed, not sent whole
+  EXPECT_EQ(copy(a.peer_frames(1)), to_a);
+  EXPECT_EQ(copy(b.peer_frames(0)), to_b);
+  ASSERT_EQ(c.wait_peer(0, 0, kSecond), RingReader::kReady);
+  EXPECT_EQ(copy(c.peer_frames(0)), to_c1);
+  ASSERT_EQ(c.wait_peer(0, 0, kSecond), RingReader::kReady);
+  EXPECT_EQ(copy(c.peer_frames(0)), to_c2);
+  EXPECT_EQ(c.wait_peer(1, 0, 1'000'000), RingReader::kNothing);
+}
+
+// Engine 1 in another process answers every batch from engine 0 with its own, through the peer
+// rings only, sleeping at times; sizes cross the ring's end and exceed it.
+TEST(ShmPeerRings, PingPongWithAnotherProcess) {
+  HarnessHub hub(2, 4096, 16384);
+  const int rounds = 2000;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    {
+      EngineEndpoint ep(dup(hub.fd()), 1);
+      for (int i = 0; i < rounds && code == 0; ++i) {
+        if (ep.wait_peer(0, i % 2 ? 50'000 : 0, 10 * kSecond) != RingReader::kReady) code = 1;
+        else {
+          const auto& frames = ep.peer_frames(0);
+          std::string back = std::to_string(i) + ":" + std::string(frames[0].data, frames[0].size);
+          FrameView v{back.data(), back.size()};
+          ep.send_peer(0, &v, 1);
+        }
+      }
+      if (!ep.drain(10 * kSecond)) code = 2;
+    }
+    _exit(code);
+  }
+  EngineEndpoint ep(dup(hub.fd()), 0);
+  std::mt19937 rng(13);
+  for (int i = 0; i < rounds; ++i) {
+    std::string body(rng() % 40000, static_cast<char>('A' + i % 26));
+    FrameView v{body.data(), body.size()};
+    ep.send_peer(1, &v, 1);
+    RingReader::Status st;
+    while ((st = ep.wait_peer(1, i % 3 ? 20'000 : 0, 10 * kSecond)) == RingReader::kNothing) {}
+    ASSERT_EQ(st, RingReader::kReady);
+    const auto& f = ep.peer_frames(1);
+    ASSERT_EQ(f.size(), 1u);
+    ASSERT_EQ(std::string(f[0].data, f[0].size), std::to_string(i) + ":" + body);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 }  // namespace
 }  // namespace cais::shm

@@ -24,6 +24,14 @@ class EngineLink {
   virtual void send_garbage(const std::string& junk) = 0;
   // Before exiting: gives the last message a chance to leave.
   virtual void finish() {}
+
+  // Packet batches straight between engine processes (the shared-memory transport's peer
+  // rings), instead of as frames of WindowDone and Advance through the harness. send_batch()
+  // queues one batch (its frames) for engine `dst`; recv_batch() returns the next batch from
+  // engine `src`, valid until the next recv_batch(src). Only where direct_batches().
+  virtual bool direct_batches() const { return false; }
+  virtual void send_batch(std::uint32_t dst, const std::vector<FrameView>& frames);
+  virtual const std::vector<FrameView>& recv_batch(std::uint32_t src);
 };
 
 // A DEALER socket with routing id `name`, connected to the harness's ROUTER at `endpoint`.

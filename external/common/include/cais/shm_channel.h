@@ -10,6 +10,12 @@
 // the free space is streamed: what does not fit waits in the writer's backlog and is pushed
 // whenever its owner waits (so neither side ever blocks inside a send).
 //
+// A segment may also hold a ring for every ordered pair of engines ("peer rings"): an engine
+// writes its packet batches for another engine straight into their ring, and tells the harness
+// only where they went, so batches are not copied through the harness. They are ordered: the
+// writer publishes the batch before its WindowDone, the harness's Advance to the reader follows
+// that, and the reader reads the batch after the Advance (release/acquire all the way).
+//
 // Waiting spins (pause + sched_yield, so that on a machine with fewer cores than processes the
 // spinner hands its core to a runnable peer) for a bounded time, then sleeps on the process's
 // doorbell. A peer rings a doorbell (futex wake) only when its owner announced it is asleep, so
@@ -20,13 +26,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace cais::shm {
 
 constexpr std::uint32_t kSegmentMagic = 0x43414953;  // "CAIS"
-constexpr std::uint32_t kSegmentVersion = 1;
+constexpr std::uint32_t kSegmentVersion = 2;
 constexpr std::uint32_t kMessageMagic = 0x4753534d;  // "MSSG"
 constexpr std::uint32_t kMaxFrames = 1u << 20;
 constexpr std::uint64_t kMaxMessageBytes = 1ull << 34;
@@ -52,7 +59,8 @@ struct FrameView {
 // The mapping of one segment: created by the harness, attached by each engine (fd inherited).
 class Segment {
  public:
-  static Segment create(std::uint32_t engines, std::uint64_t ring_bytes);  // throws std::system_error
+  // peer_ring_bytes = 0: no peer rings. Throws std::system_error.
+  static Segment create(std::uint32_t engines, std::uint64_t ring_bytes, std::uint64_t peer_ring_bytes = 0);
   static Segment attach(int fd);                                            // throws on a bad segment
   Segment(Segment&& o) noexcept;
   Segment& operator=(Segment&& o) noexcept;
@@ -62,12 +70,15 @@ class Segment {
   int fd() const { return fd_; }
   std::uint32_t engines() const;
   std::uint64_t ring_bytes() const;
+  std::uint64_t peer_ring_bytes() const;  // 0: no peer rings
   Doorbell* harness_bell();
   Doorbell* engine_bell(std::uint32_t engine);
   RingControl* to_engine(std::uint32_t engine);
   RingControl* to_harness(std::uint32_t engine);
   char* to_engine_data(std::uint32_t engine);
   char* to_harness_data(std::uint32_t engine);
+  RingControl* peer(std::uint32_t src, std::uint32_t dst);  // src != dst, both < engines()
+  char* peer_data(std::uint32_t src, std::uint32_t dst);
 
  private:
   Segment() = default;
@@ -140,7 +151,7 @@ void notify(Doorbell* bell);
 // The harness's end: a writer and a reader per engine, one doorbell for all of them.
 class HarnessHub {
  public:
-  HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes);
+  HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes, std::uint64_t peer_ring_bytes = 0);
   int fd() const { return seg_.fd(); }
   std::uint32_t engines() const { return static_cast<std::uint32_t>(readers_.size()); }
   void send(std::uint32_t engine, const FrameView* frames, std::size_t n);
@@ -167,14 +178,25 @@ class EngineEndpoint {
   const std::vector<FrameView>& frames() const { return reader_.frames(); }
   const std::string& error() const { return reader_.error(); }
   void release() { reader_.release(); }
-  // Waits up to max_ns for the backlog to drain (before exiting with a last message queued).
+  // Waits up to max_ns for every backlog to drain (before exiting with a last message queued).
   bool drain(std::int64_t max_ns);
 
+  // Peer rings (when the segment has them): a message to engine `dst`, and the next message
+  // from engine `src` (its frames stay valid until the next wait_peer(src)).
+  bool has_peers() const { return !to_peer_.empty(); }
+  void send_peer(std::uint32_t dst, const FrameView* frames, std::size_t n);
+  RingReader::Status wait_peer(std::uint32_t src, std::int64_t spin_ns, std::int64_t max_ns);
+  const std::vector<FrameView>& peer_frames(std::uint32_t src) const { return from_peer_.at(src)->frames(); }
+  const std::string& peer_error(std::uint32_t src) const { return from_peer_.at(src)->error(); }
+
  private:
+  bool flush_all();  // true while some backlog is left
   Segment seg_;
   std::uint32_t engine_;
   RingWriter writer_;
   RingReader reader_;
+  std::vector<std::unique_ptr<RingWriter>> to_peer_;    // by destination engine; null for this one
+  std::vector<std::unique_ptr<RingReader>> from_peer_;  // by source engine; null for this one
 };
 
 }  // namespace cais::shm

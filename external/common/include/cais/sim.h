@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cais/component.h"
@@ -57,8 +58,10 @@ class Sim {
 #endif
     queue_.push(e);
   }
-  // Process every event with time < until. Returns number of events processed.
-  std::uint64_t run_until(TimePs until);
+  // Process every event with time < until, or the first max_events of them: the queue is the
+  // whole state, so stopping between any two events and calling again continues exactly.
+  // Returns number of events processed.
+  std::uint64_t run_until(TimePs until, std::uint64_t max_events = UINT64_MAX);
   TimePs next_event_time() const { return queue_.next_time(); }
   // Global end of the run, the same in every process (set before statistics are exported);
   // rates and utilisations divide by this, never by the process-local now().
@@ -73,7 +76,7 @@ class Sim {
   void send(PacketHandle h, TimePs arrival, Component& sender);
   // The `count` packet records of a batch from another process (each already carries
   // arrival_ps and hop_key); throws ProtocolError on a malformed batch, having taken nothing.
-  void deliver_inbound(const std::string& records, std::uint32_t count);
+  void deliver_inbound(std::string_view records, std::uint32_t count);
 
   // Direct credits (cais/deferred_credits.h) where both ends take part (the default), or credit
   // packets everywhere: results are identical; tests compare the two.
