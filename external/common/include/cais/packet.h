@@ -1,6 +1,8 @@
 // In-memory packet, pooled; crosses process boundaries as a record (cais/packet_records.h).
 #pragma once
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -18,46 +20,53 @@ inline constexpr PacketHandle kNoPacket = 0xffffffffu;
 inline constexpr std::uint32_t kMaxBulkLines = 16;
 
 // The fixed-size fields of a packet: what PacketPool resets when it hands a slot out again.
+// 64-bit fields first, so the head has no holes and ends in the slot's second cache line.
 struct PacketHead {
   std::uint64_t id = 0;        // (creator component << 40) | creator sequence
   std::uint64_t hop_key = 0;   // ordering key of the arrival event at hop_dst
+  TimePs arrival_ps = 0;
+  std::uint64_t addr = 0;
+  std::uint64_t tag = 0;
+  TimePs inject_ps = 0;
+  TimePs tail_ps = 0;  // announced at its head: when its tail arrives (0: announced at the tail)
   PacketType type = proto::PKT_UNSPECIFIED;
   std::uint32_t src = 0;
   std::uint32_t dst = 0;
   std::uint32_t hop_dst = 0;
   std::uint32_t hop_port = 0;
   std::uint32_t vc = 0;
-  TimePs arrival_ps = 0;
-  std::uint64_t addr = 0;
   std::uint32_t payload_bytes = 0;
   std::uint32_t flits = 0;
   std::uint32_t group = 0;
-  std::uint64_t tag = 0;
-  TimePs inject_ps = 0;
   std::uint32_t origin = 0;
   std::uint32_t count = 0;
   std::uint32_t aux = 0;
-  TimePs tail_ps = 0;  // announced at its head: when its tail arrives (0: announced at the tail)
   // Bulk packet (gpu.bulk_lines): `lines` lines of equal size, line 0 at `addr`, line i at
   // more_lines[i-1]; sizes (payload_bytes, a request's bytes in aux/count) are the total.
   // It stands for `lines` separate packets: their header flits are in `flits`, statistics
   // count it as `lines` packets, and every packet made in answer to it carries the same lines.
   std::uint32_t lines = 1;
 };
+static_assert(sizeof(PacketHead) == 112, "no holes");
 
-struct Packet : PacketHead {
+// A pool slot is four cache lines, aligned: the head and the functional values' pointers fill
+// the first two (all a one-line packet without values touches), a bulk packet's further line
+// addresses the rest. (The first touch of a recycled slot is a cache miss: one fewer line, one
+// fewer miss.)
+struct alignas(64) Packet : PacketHead {
+  std::vector<double> values;  // functional mode only (line after line); capacity is kept across reuse
   // Lines 1..lines-1 of a bulk packet. Not reset on reuse: only the first lines - 1 are read,
   // and whoever sets lines > 1 writes them.
   std::array<std::uint64_t, kMaxBulkLines - 1> more_lines{};
-  std::vector<double> values;  // functional mode only (line after line); capacity is kept across reuse
 
   std::uint64_t line_addr(std::uint32_t i) const { return i ? more_lines[i - 1] : addr; }
   // The line set of `o` (an answer, a copy or a forwarded part of a bulk packet).
   void copy_lines(const Packet& o) {
     lines = o.lines;
-    more_lines = o.more_lines;
+    std::copy_n(o.more_lines.begin(), lines - 1, more_lines.begin());  // only these are ever read
   }
 };
+static_assert(sizeof(Packet) == 256, "four cache lines");
 
 // Free-list pool: packets are recycled, so the hot path never allocates once warmed up.
 // Slots live in fixed blocks of 256 that never move, so a Packet& stays valid when alloc()
