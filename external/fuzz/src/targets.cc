@@ -97,9 +97,11 @@ void check_message(const std::string& where, const std::string& m) {
   if (is_library_message(m)) finding(where + ": a library error reached the user: " + m);
 }
 
-// Runs the engine's protocol loop on `messages`; checks that its last word, if an Error, is clear.
-void run_host(std::vector<std::vector<std::string>> messages) {
-  MemoryLink link(std::move(messages));
+// Runs the engine's protocol loop on `messages` (and batches waiting in peer rings, if `direct`);
+// checks that its last word, if an Error, is clear.
+void run_host(std::vector<std::vector<std::string>> messages,
+              std::map<std::uint32_t, std::deque<MemoryLink::Frames>> peer = {}, bool direct = false) {
+  MemoryLink link(std::move(messages), std::move(peer), direct);
   const int rc = run_engine_host(link, "fuzz", FaultInjection{});
   if (rc == 0 || rc == 3) return;  // shut down, or ran out of messages
   proto::Control last;
@@ -136,11 +138,16 @@ int engine_host(const std::uint8_t* data, std::size_t size) {
   return 0;
 }
 
+// The first byte picks a Configure (low 7 bits) and how batches arrive (high bit): as frames of
+// the Advance, or waiting in peer rings (each batch split into its header and its records, as
+// an engine writes them there).
 int packet_batch(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const proto::Control& cfg = batch_configures()[data[0] % batch_configures().size()];
+  const proto::Control& cfg = batch_configures()[(data[0] & 0x7f) % batch_configures().size()];
+  const bool direct = data[0] & 0x80;
   const std::uint64_t window = cfg.configure().window_ps();
   std::vector<std::vector<std::string>> messages{{serialize(cfg)}};
+  std::map<std::uint32_t, std::deque<MemoryLink::Frames>> peer;
   std::uint64_t until = 0;
   auto windows = split_messages(data + 1, size - 1);
   if (windows.size() > 16) windows.resize(16);
@@ -148,6 +155,17 @@ int packet_batch(const std::uint8_t* data, std::size_t size) {
     until += window;
     proto::Control adv;
     adv.mutable_advance()->set_until_ps(until);
+    if (direct) {
+      for (auto& b : batches) {
+        proto::PacketBatch head;
+        const bool parsed = head.ParseFromString(b);
+        std::string records = parsed ? head.records() : b;
+        head.clear_records();
+        adv.mutable_advance()->add_batch_src(head.src_engine());
+        peer[head.src_engine()].push_back({head.SerializeAsString(), std::move(records)});
+      }
+      batches.clear();
+    }
     adv.mutable_advance()->set_num_batches(static_cast<std::uint32_t>(batches.size()));
     batches.insert(batches.begin(), serialize(adv));
     messages.push_back(std::move(batches));
@@ -157,7 +175,7 @@ int packet_batch(const std::uint8_t* data, std::size_t size) {
   bye.mutable_shutdown();
   messages.push_back({serialize(stats)});
   messages.push_back({serialize(bye)});
-  run_host(std::move(messages));
+  run_host(std::move(messages), std::move(peer), direct);
   return 0;
 }
 

@@ -112,6 +112,51 @@ proto::Control traffic_gpu_configure() {
   return cfg;
 }
 
+// The last message an engine hosting `configure` sends after one Advance that lists engine 1's
+// batch in a peer ring (`direct`: a transport with peer rings).
+std::string answer_to_peer_batch(const proto::Control& configure, MemoryLink::Frames batch, bool direct = true) {
+  proto::Control advance, bye;
+  advance.mutable_advance()->set_until_ps(2 * configure.configure().window_ps());
+  advance.mutable_advance()->add_batch_src(1);
+  bye.mutable_shutdown();
+  MemoryLink link({{serialized(configure)}, {serialized(advance)}, {serialized(bye)}}, {{1, {std::move(batch)}}},
+                  direct);
+  run_engine_host(link, "fuzz", FaultInjection{});
+  proto::Control last;
+  if (link.sent().empty() || !last.ParseFromString(link.sent().back())) return "(nothing)";
+  return last.has_error() ? last.error().message() : "(no Error)";
+}
+
+// A batch in a peer ring is a PacketBatch header (no records in it) and the records: anything
+// else is refused in one line that names the sending engine or what is wrong with a record.
+TEST(PeerBatches, AMalformedBatchIsRefusedInOneLine) {
+  const proto::Control cfg = traffic_gpu_configure();
+  proto::PacketBatch head;
+  head.set_src_engine(1);
+  head.set_dst_engine(cfg.configure().engine_index());
+  EXPECT_EQ(answer_to_peer_batch(cfg, {head.SerializeAsString(), ""}), "(no Error)");  // an empty batch
+  const std::string from1 = "malformed packet batch from engine 1";
+  EXPECT_EQ(answer_to_peer_batch(cfg, {head.SerializeAsString()}), from1);  // one frame
+  EXPECT_EQ(answer_to_peer_batch(cfg, {head.SerializeAsString(), "", ""}), from1);
+  EXPECT_EQ(answer_to_peer_batch(cfg, {"\xff\xff", ""}), from1);  // not a PacketBatch
+  proto::PacketBatch wrong = head;
+  wrong.set_src_engine(2);
+  EXPECT_EQ(answer_to_peer_batch(cfg, {wrong.SerializeAsString(), ""}), from1);
+  wrong = head;
+  wrong.set_dst_engine(head.dst_engine() + 1);
+  EXPECT_EQ(answer_to_peer_batch(cfg, {wrong.SerializeAsString(), ""}), from1);
+  wrong = head;
+  wrong.set_records("x");
+  EXPECT_EQ(answer_to_peer_batch(cfg, {wrong.SerializeAsString(), ""}), from1);  // records in the header
+  head.set_packets(1);
+  EXPECT_NE(answer_to_peer_batch(cfg, {head.SerializeAsString(), std::string(40, '\0')}).find("is cut short"),
+            std::string::npos);
+  EXPECT_EQ(answer_to_peer_batch(cfg, {head.SerializeAsString(), ""}),
+            "packet batch: 1 packets announced, 0 present");
+  EXPECT_EQ(answer_to_peer_batch(cfg, {head.SerializeAsString(), ""}, false),
+            "this transport carries packet batches through the harness only");
+}
+
 // Found by fuzzing (engine_host, SIGFPE): a traffic GPU whose links were all removed hashed its
 // requests over zero ports (a division by zero).
 TEST(FuzzFindings, TrafficGpuWithoutLinksIsRefused) {
