@@ -81,8 +81,9 @@ def bench_layer(model: str, phase: str, scheme: str, system: str, workload: str,
            "engines_cpu_s": round(engines_cpu, 2), "harness_cpu_s": round(harness_cpu, 2)}
     out.update(summarise(result.stats, frame.iloc[0], result.events))
     # Lock-step windows run (idle stretches are skipped): with the events, what a window costs.
+    # A lone engine process runs in slices of events, not windows: window_ns is then null.
     out["windows"] = result.windows
-    out["window_ns"] = result.window_ps / 1000
+    out["window_ns"] = result.window_ps / 1000 if len(result.engines) > 1 else None
     cpu = harness_cpu + engines_cpu
     out["events_per_cpu_s"] = round(out["events"] / cpu) if cpu > 0 else 0
     out["events_per_wall_s"] = round(out["events"] / wall) if wall > 0 else 0
