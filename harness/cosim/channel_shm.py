@@ -38,6 +38,8 @@ class ShmChannel:
         self._recv = partial(self._m.recv, self._hub)
         # send(idx, control, frames=None): straight into C (one call per message on the hot path).
         self.send = partial(self._m.send, self._hub)
+        # send_many([(idx, control), ...]): a window's Advances, the sleeping engines woken last.
+        self.send_many = partial(self._m.send_many, self._hub)
 
     def engine_args(self, idx: int) -> list[str]:
         return ["--shm-fd", str(self.fd), "--slot", str(idx), "--spin-us", str(self.spin_us)]

@@ -172,6 +172,15 @@ class Coordinator:
             eng = self.engines[idx]
             raise EngineError(eng.name, f"cannot be reached ({exc})", eng.stderr_tail()) from None
 
+    def send_many(self, messages: list[tuple[int, bytes]]) -> None:
+        """One control message to each of several engines (the channel's send_many: shared memory)."""
+        try:
+            self.channel.send_many(messages)
+        except ChannelError as exc:
+            self._check_alive(grace_s=1.0)
+            eng = self.engines[messages[0][0]]
+            raise EngineError(eng.name, f"cannot be reached ({exc})", eng.stderr_tail()) from None
+
     def gather(self, kind: str, targets: list[int], timeout_ms: int | None = None) -> dict[int, tuple]:
         waiting = set(targets)
         replies = {}
@@ -225,21 +234,29 @@ class Coordinator:
             adv.num_batches = 0
             plain = advance.SerializeToString()  # one Advance for every engine without inbound batches
             active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
-            for i in active:
-                batches = pending[i]
-                if not batches:
-                    send(i, plain)
-                    continue
-                if direct:
-                    adv.batch_src[:] = batches
-                    send(i, advance.SerializeToString())
-                    del adv.batch_src[:]
-                else:
+            if direct:  # no frames: every Advance at once, the sleeping engines woken last
+                advances = []
+                for i in active:
+                    if pending[i]:
+                        adv.batch_src[:] = pending[i]
+                        advances.append((i, advance.SerializeToString()))
+                        del adv.batch_src[:]
+                        pending[i] = []
+                        pending_min[i] = NEVER
+                    else:
+                        advances.append((i, plain))
+                self.send_many(advances)
+            else:
+                for i in active:
+                    batches = pending[i]
+                    if not batches:
+                        send(i, plain)
+                        continue
                     adv.num_batches = len(batches)
                     send(i, advance.SerializeToString(), batches)
                     adv.num_batches = 0
-                pending[i] = []
-                pending_min[i] = NEVER
+                    pending[i] = []
+                    pending_min[i] = NEVER
             waiting = set(active)
             while waiting:
                 idx, ctl, frames = recv(waiting, None, "window_done")

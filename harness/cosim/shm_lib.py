@@ -6,6 +6,7 @@ beside cais-engine, only moves bytes objects in and out of it:
 
     hub = create(engines, ring_bytes[, peer_ring_bytes]); fd(hub)
     send(hub, engine, control[, frames])      # queues; never blocks
+    send_many(hub, [(engine, control), ...])  # queues all, then wakes the sleepers
     recv(hub, spin_ns, max_ns)                # None | (engine, control, frames) | (engine, None, reason)
     close(hub)
 """

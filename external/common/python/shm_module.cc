@@ -114,6 +114,44 @@ PyObject* send(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// send_many(hub, [(engine, control), ...]): queues every message, then wakes the engines that
+// sleep. (Waking one lets it take this core at once; the others must have their message by then.)
+PyObject* send_many(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!check_args(nargs, 2, "send_many")) return nullptr;
+  HarnessHub* hub = hub_of(args[0]);
+  if (hub == nullptr) return nullptr;
+  if (!PyList_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "messages must be a list of (engine, control) tuples");
+    return nullptr;
+  }
+  const Py_ssize_t n = PyList_Size(args[1]);
+  thread_local std::vector<std::uint32_t> engines;
+  engines.clear();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyList_GetItem(args[1], i);
+    if (!PyTuple_Check(item) || PyTuple_Size(item) != 2) {
+      PyErr_SetString(PyExc_TypeError, "messages must be a list of (engine, control) tuples");
+      return nullptr;
+    }
+    const unsigned long engine = PyLong_AsUnsignedLong(PyTuple_GetItem(item, 0));
+    if (PyErr_Occurred()) return nullptr;
+    if (engine >= hub->engines()) {
+      PyErr_Format(PyExc_IndexError, "no engine slot %lu", engine);
+      return nullptr;
+    }
+    FrameView control;
+    if (!view_of(PyTuple_GetItem(item, 1), &control)) return nullptr;
+    try {
+      hub->send(static_cast<std::uint32_t>(engine), &control, 1, false);
+    } catch (const std::bad_alloc&) {
+      return PyErr_NoMemory();
+    }
+    engines.push_back(static_cast<std::uint32_t>(engine));
+  }
+  for (const std::uint32_t e : engines) hub->wake(e);
+  Py_RETURN_NONE;
+}
+
 // recv(hub, spin_ns, max_ns) -> None after max_ns, (engine, control, [frames]) for a message,
 // or (engine, None, reason) for bytes that are not a message. Spins, then sleeps without the GIL.
 PyObject* recv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -179,6 +217,8 @@ PyMethodDef kMethods[] = {
     {"fd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fd)), METH_FASTCALL, "fd(hub) -> int"},
     {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(send)), METH_FASTCALL,
      "send(hub, engine, control[, frames_or_None])"},
+    {"send_many", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(send_many)), METH_FASTCALL,
+     "send_many(hub, [(engine, control), ...]): every message first, then the wake-ups"},
     {"recv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(recv)), METH_FASTCALL,
      "recv(hub, spin_ns, max_ns) -> None | (engine, control, frames) | (engine, None, reason)"},
     {nullptr, nullptr, 0, nullptr}};

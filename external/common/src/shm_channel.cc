@@ -278,22 +278,22 @@ void RingWriter::put(const char* src, std::uint64_t n) {
   staged_ += n;
 }
 
-void RingWriter::publish() {
+void RingWriter::publish(bool wake) {
   head_ += staged_;
   staged_ = 0;
   ctl_->head.store(head_, std::memory_order_release);
-  notify(reader_bell_);
+  if (wake) notify(reader_bell_);
 }
 
-void RingWriter::send(const FrameView* frames, std::size_t n) {
+void RingWriter::send(const FrameView* frames, std::size_t n, bool wake) {
   const std::uint64_t total = kHeaderBytes + body_bytes(frames, n);
   if (!backlogged() && total <= free_space()) {  // the common case: straight into the ring
     encode_message([this](const char* d, std::uint64_t k) { put(d, k); }, frames, n, seq_++);
-    publish();
+    publish(wake);
     return;
   }
   encode_message([this](const char* d, std::uint64_t k) { backlog_.append(d, k); }, frames, n, seq_++);
-  flush();
+  flush(wake);
 }
 
 void RingWriter::send_raw(const char* data, std::size_t n) {
@@ -301,12 +301,12 @@ void RingWriter::send_raw(const char* data, std::size_t n) {
   flush();
 }
 
-bool RingWriter::flush() {
+bool RingWriter::flush(bool wake) {
   if (!backlogged()) return false;
   const std::uint64_t k = std::min<std::uint64_t>(free_space(), backlog_.size() - backlog_off_);
   if (k > 0) {
     put(backlog_.data() + backlog_off_, k);
-    publish();
+    publish(wake);
     backlog_off_ += k;
   }
   if (!backlogged()) {
@@ -424,8 +424,8 @@ HarnessHub::HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes, std::uin
   }
 }
 
-void HarnessHub::send(std::uint32_t engine, const FrameView* frames, std::size_t n) {
-  writers_.at(engine).send(frames, n);
+void HarnessHub::send(std::uint32_t engine, const FrameView* frames, std::size_t n, bool wake) {
+  writers_.at(engine).send(frames, n, wake);
 }
 
 RingReader::Status HarnessHub::poll_all(std::uint32_t* engine) {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -154,6 +155,31 @@ TEST(ShmChannel, PingPongWithAnotherProcess) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A message sent without a wake-up reaches a sleeping engine only with the wake that follows
+// (the harness queues a window's Advances first, then wakes the sleepers).
+TEST(ShmChannel, ASleepingEngineWakesOnlyWhenWoken) {
+  HarnessHub hub(1, 4096);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    EngineEndpoint ep(dup(hub.fd()), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool got = ep.wait(0, 5 * kSecond) == RingReader::kReady;  // no spinning: asleep at once
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    _exit(!got ? 1 : ms.count() < 250 ? 2 : ms.count() > 4000 ? 3 : 0);
+  }
+  usleep(100'000);  // the engine is asleep by now
+  const std::string advance = "advance";
+  FrameView v{advance.data(), advance.size()};
+  hub.send(0, &v, 1, false);
+  usleep(200'000);  // published, not woken: it sleeps on
+  hub.wake(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << WEXITSTATUS(status) << " (2: woken before the wake, 3: never woken)";
 }
 
 std::string random_bytes(std::size_t n, unsigned seed) {

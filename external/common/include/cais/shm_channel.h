@@ -87,22 +87,27 @@ class Segment {
   std::size_t size_ = 0;
 };
 
+// Rings `bell` if its owner sleeps. Call after publishing with a release store.
+void notify(Doorbell* bell);
+
 // Producer side of one ring.
 class RingWriter {
  public:
   RingWriter(RingControl* ctl, char* data, std::uint64_t capacity, Doorbell* reader_bell);
   // Queues one message; never blocks (what does not fit is pushed by later flush() calls).
-  void send(const FrameView* frames, std::size_t n);
+  // wake = false: publish without ringing a sleeping reader's doorbell; call wake() after.
+  void send(const FrameView* frames, std::size_t n, bool wake = true);
+  void wake() { notify(reader_bell_); }
   // Writes bytes as they are, without framing (fault injection: garbage on the channel).
   void send_raw(const char* data, std::size_t n);
   // Pushes backlog into the ring; returns true while some of it is still waiting for space.
-  bool flush();
+  bool flush(bool wake = true);
   bool backlogged() const { return backlog_off_ < backlog_.size(); }
 
  private:
   std::uint64_t free_space() const;
   void put(const char* data, std::uint64_t n);  // at head + staged_, wrapping; not yet published
-  void publish();
+  void publish(bool wake);
 
   RingControl* ctl_;
   char* data_;
@@ -145,16 +150,17 @@ class RingReader {
   std::string error_;
 };
 
-// Rings `bell` if its owner sleeps. Call after publishing with a release store.
-void notify(Doorbell* bell);
-
 // The harness's end: a writer and a reader per engine, one doorbell for all of them.
 class HarnessHub {
  public:
   HarnessHub(std::uint32_t engines, std::uint64_t ring_bytes, std::uint64_t peer_ring_bytes = 0);
   int fd() const { return seg_.fd(); }
   std::uint32_t engines() const { return static_cast<std::uint32_t>(readers_.size()); }
-  void send(std::uint32_t engine, const FrameView* frames, std::size_t n);
+  // wake = false: publish without waking the engine if it sleeps; wake(engine) does that.
+  // (A woken engine may take the harness's core at once: wake the sleepers after every engine
+  // of a window has its message, or the last of them waits for the harness's next time slice.)
+  void send(std::uint32_t engine, const FrameView* frames, std::size_t n, bool wake = true);
+  void wake(std::uint32_t engine) { writers_.at(engine).wake(); }
   // A message (or garbage) from any engine: returns kReady/kBad with `engine` set, or kNothing
   // after max_ns. Pushes pending backlogs while it waits.
   RingReader::Status wait_any(std::int64_t spin_ns, std::int64_t max_ns, std::uint32_t* engine);
