@@ -70,6 +70,16 @@ def test_a_lone_engine_runs_in_slices_of_events_and_stops_anywhere_exactly(engin
         assert r.stats.equals(split.stats) and r.series.equals(split.series)
 
 
+def test_peer_rings_stay_within_their_budget_however_finely_a_run_is_split():
+    from harness.cosim.channel_shm import PEER_RING_BYTES, PEER_RINGS_BYTES, peer_ring_bytes
+
+    assert peer_ring_bytes(1) == 0 and peer_ring_bytes(2) == PEER_RING_BYTES
+    for n in (2, 6, 12, 40, 200):
+        size = peer_ring_bytes(n)
+        assert size & (size - 1) == 0 and size >= 1 << 16
+        assert n * (n - 1) * size <= max(PEER_RINGS_BYTES, n * (n - 1) << 16)
+
+
 def test_partition_invariance_8_gpus_4_switches(engines, tmp_path):
     together = run_to(tmp_path, "together", *SMALL, "cosim.gpus_per_process=8", "cosim.switches_per_process=4")
     apart = run_to(tmp_path, "apart", *SMALL, "cosim.gpus_per_process=1", "cosim.switches_per_process=1")

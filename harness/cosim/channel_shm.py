@@ -15,8 +15,20 @@ from harness.errors import ConfigError
 # stream through the ring).
 RING_BYTES = 1 << 18
 # Per ordered pair of engines: their packet batches, which go straight from engine to engine
-# (a busy window of a paper-scale layer sends about 1.6 MB; a larger batch streams).
+# (a busy window of a paper-scale layer sends about 1.6 MB; a larger batch streams). A ring's
+# pages are touched only where packets flow, but all rings together stay within PEER_RINGS_BYTES
+# however finely a run is split (40 engines: 1,560 rings).
 PEER_RING_BYTES = 1 << 22
+PEER_RINGS_BYTES = 1 << 29
+
+
+def peer_ring_bytes(engines: int) -> int:
+    """Bytes of each peer ring for `engines` processes (0: one process, no rings); a power of two,
+    as the segment sizes rings."""
+    if engines < 2:
+        return 0
+    share = max(1 << 16, min(PEER_RING_BYTES, PEER_RINGS_BYTES // (engines * (engines - 1))))
+    return 1 << (share.bit_length() - 1)
 
 
 class ShmChannel:
@@ -28,7 +40,7 @@ class ShmChannel:
     def __init__(self, names: list[str], spin_us: int):
         self._m = load()
         try:
-            self._hub = self._m.create(len(names), RING_BYTES, PEER_RING_BYTES if len(names) > 1 else 0)
+            self._hub = self._m.create(len(names), RING_BYTES, peer_ring_bytes(len(names)))
         except OSError as exc:  # no memory for the segment, a file-size limit
             raise ConfigError("cosim.transport", f"shm: {exc}; cosim.transport=ipc needs no segment") from None
         self.fd: int = self._m.fd(self._hub)
