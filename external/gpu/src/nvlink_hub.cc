@@ -112,7 +112,7 @@ void NvlinkHub::serve(PacketHandle h) {
 
 void NvlinkHub::on_respond(PacketHandle h) {
   Sim& sim = ctx_.sim;
-  const Packet req = sim.packets()[h];  // copy: new_packet may grow the pool
+  const Packet& req = sim.packets()[h];  // pool slots never move, and h is released only below
   const PacketHandle r = sim.new_packet(ctx_.self);
   Packet& q = sim.packets()[r];
   q.src = ctx_.node;

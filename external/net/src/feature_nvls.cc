@@ -64,14 +64,14 @@ SwitchFeature::Verdict Nvls::on_arrival(SwitchContext& ctx, std::uint32_t /*in_p
 }
 
 void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_size, std::uint32_t copy_aux) {
-  // Copy what the copies need first: creating packets may move the pool.
-  const Packet orig = ctx.packet(h);
+  // The original is released once its copies are made (pool slots never move, so the
+  // reference holds while they are created).
+  const Packet& orig = ctx.packet(h);
   const std::uint32_t base = group_base(ctx, orig.src, group_size);
   const PairKey key{orig.src, orig.tag};
   if (acks_.count(key))
     throw InvariantError(ctx.name() + ": NVLS multicast from node " + std::to_string(orig.src) + " reuses tag " +
                          std::to_string(orig.tag) + " while its previous one is incomplete");
-  ctx.release(h);
   for (std::uint32_t m = base; m < base + group_size; ++m) {
     const PacketHandle c = ctx.new_packet();
     Packet& q = ctx.packet(c);
@@ -98,6 +98,7 @@ void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_siz
   } else {
     send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.lines, orig.inject_ps, cfg_.multicast_delay_ps);
   }
+  ctx.release(h);
 }
 
 void Nvls::send_ack(SwitchContext& ctx, std::uint32_t issuer, std::uint64_t addr, std::uint64_t tag,
@@ -130,12 +131,11 @@ SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
 }
 
 void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
-  const Packet orig = ctx.packet(h);
+  const Packet& orig = ctx.packet(h);  // released once the reads are made
   const std::uint32_t base = group_base(ctx, orig.src, orig.aux);
   if (orig.count == 0)
     throw InvariantError(ctx.name() + ": MM_LD_REDUCE_REQ without requested bytes (count) from node " +
                          std::to_string(orig.src));
-  ctx.release(h);
   const std::uint64_t stag = kSwitchTagBit | (static_cast<std::uint64_t>(node_) << 40) | (next_tag_++ & ((1ull << 40) - 1));
   ReadWait& w = reads_[stag];
   w.requester = orig.src;
@@ -168,6 +168,7 @@ void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
     reads_sent_ += orig.lines;
   }
   ld_reduces_ += orig.lines;
+  ctx.release(h);
 }
 
 SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
