@@ -94,7 +94,7 @@ void Nvls::multicast(SwitchContext& ctx, PacketHandle h, std::uint32_t group_siz
   multicasts_ += orig.lines;
   copies_ += static_cast<std::uint64_t>(group_size) * orig.lines;
   if (cfg_.member_acks) {
-    acks_[key] = AckWait{group_size, group_size, orig.lines, orig.inject_ps};
+    ack_nodes_.insert(acks_, key) = AckWait{group_size, group_size, orig.lines, orig.inject_ps};
   } else {
     send_ack(ctx, orig.src, orig.addr, orig.tag, group_size, orig.lines, orig.inject_ps, cfg_.multicast_delay_ps);
   }
@@ -125,7 +125,7 @@ SwitchFeature::Verdict Nvls::on_ack(SwitchContext& ctx, PacketHandle h) {
   AckWait& w = it->second;
   if (--w.remaining > 0) return Verdict::kConsumed;
   const AckWait done = w;
-  acks_.erase(it);
+  ack_nodes_.erase(acks_, it);
   send_ack(ctx, issuer, addr, tag, done.members, done.lines, done.inject_ps, 0);
   return Verdict::kConsumed;
 }
@@ -137,7 +137,7 @@ void Nvls::ld_reduce(SwitchContext& ctx, PacketHandle h) {
     throw InvariantError(ctx.name() + ": MM_LD_REDUCE_REQ without requested bytes (count) from node " +
                          std::to_string(orig.src));
   const std::uint64_t stag = kSwitchTagBit | (static_cast<std::uint64_t>(node_) << 40) | (next_tag_++ & ((1ull << 40) - 1));
-  ReadWait& w = reads_[stag];
+  ReadWait& w = read_nodes_.insert(reads_, stag);
   w.requester = orig.src;
   w.remaining = w.members = orig.aux;
   w.group = orig.group;
@@ -207,7 +207,7 @@ SwitchFeature::Verdict Nvls::on_read_resp(SwitchContext& ctx, PacketHandle h) {
   q.lines = w.lines;
   q.more_lines = w.more_lines;
   if (ctx.functional()) q.values.swap(w.sum);
-  reads_.erase(it);
+  read_nodes_.erase(reads_, it);
   ctx.inject_at_output(r, cfg_.reduce_delay_ps);
   return Verdict::kConsumed;
 }

@@ -96,8 +96,12 @@ class Nvls : public SwitchFeature {
   NvlsConfig cfg_;
   std::uint32_t node_;
   std::uint64_t next_tag_ = 0;
-  std::unordered_map<PairKey, AckWait, PairKeyHash> acks_;  // (issuer, tag) -> acks missing
-  std::unordered_map<std::uint64_t, ReadWait> reads_;       // switch tag -> ld_reduce
+  using AckTable = std::unordered_map<PairKey, AckWait, PairKeyHash>;
+  using ReadTable = std::unordered_map<std::uint64_t, ReadWait>;
+  AckTable acks_;    // (issuer, tag) -> acks missing
+  ReadTable reads_;  // switch tag -> ld_reduce
+  RecycledNodes<AckTable> ack_nodes_;
+  RecycledNodes<ReadTable> read_nodes_;
   std::uint64_t multicasts_ = 0, copies_ = 0, ld_reduces_ = 0, reads_sent_ = 0, acks_sent_ = 0;
   std::uint64_t dma_multicasts_ = 0;
 };

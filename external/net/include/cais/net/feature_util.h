@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cais/errors.h"
 #include "cais/packet.h"
@@ -51,6 +52,27 @@ struct PairKeyHash {
   std::size_t operator()(const PairKey& k) const {
     return static_cast<std::size_t>(mix64(k.a ^ mix64(k.b)));
   }
+};
+
+// A node-based map (std::unordered_map) whose erased nodes are kept for the next insert, so a
+// table that stays near one size allocates nothing per entry once warm (an NVLS multicast or
+// ld_reduce is an entry each: per packet otherwise).
+template <class Map>
+class RecycledNodes {
+ public:
+  // The entry of `key`, a fresh value (key must not be in `map`).
+  typename Map::mapped_type& insert(Map& map, const typename Map::key_type& key) {
+    if (spare_.empty()) return map.try_emplace(key).first->second;
+    typename Map::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = key;
+    node.mapped() = typename Map::mapped_type{};
+    return map.insert(std::move(node)).position->second;
+  }
+  void erase(Map& map, typename Map::iterator it) { spare_.push_back(map.extract(it)); }
+
+ private:
+  std::vector<typename Map::node_type> spare_;
 };
 
 }  // namespace cais::net
