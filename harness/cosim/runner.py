@@ -234,29 +234,26 @@ class Coordinator:
             adv.num_batches = 0
             plain = advance.SerializeToString()  # one Advance for every engine without inbound batches
             active = [i for i in range(n) if next_event[i] < until or pending_min[i] < until]
-            if direct:  # no frames: every Advance at once, the sleeping engines woken last
-                advances = []
-                for i in active:
-                    if pending[i]:
-                        adv.batch_src[:] = pending[i]
-                        advances.append((i, advance.SerializeToString()))
-                        del adv.batch_src[:]
-                        pending[i] = []
-                        pending_min[i] = NEVER
-                    else:
-                        advances.append((i, plain))
-                self.send_many(advances)
-            else:
-                for i in active:
-                    batches = pending[i]
-                    if not batches:
-                        send(i, plain)
-                        continue
+            advances = []  # (engine, Advance, batch frames or None)
+            for i in active:
+                batches = pending[i]
+                if not batches:
+                    advances.append((i, plain, None))
+                    continue
+                if direct:  # the batches wait in peer rings: name their sources
+                    adv.batch_src[:] = batches
+                else:
                     adv.num_batches = len(batches)
-                    send(i, advance.SerializeToString(), batches)
-                    adv.num_batches = 0
-                    pending[i] = []
-                    pending_min[i] = NEVER
+                advances.append((i, advance.SerializeToString(), None if direct else batches))
+                del adv.batch_src[:]
+                adv.num_batches = 0
+                pending[i] = []
+                pending_min[i] = NEVER
+            if direct:  # every Advance written before any sleeping engine is woken
+                self.send_many([(i, control) for i, control, _ in advances])
+            else:
+                for i, control, frames in advances:
+                    send(i, control, frames)
             waiting = set(active)
             while waiting:
                 idx, ctl, frames = recv(waiting, None, "window_done")

@@ -43,12 +43,12 @@ class ShmLink final : public EngineLink {
   bool direct_batches() const override { return ep_.has_peers(); }
 
   void send_batch(std::uint32_t dst, const std::vector<FrameView>& frames) override {
-    if (!ep_.has_peers()) EngineLink::send_batch(dst, frames);
+    if (!ep_.has_peers()) return EngineLink::send_batch(dst, frames);  // refuses
     ep_.send_peer(dst, frames.data(), frames.size());
   }
 
   const std::vector<FrameView>& recv_batch(std::uint32_t src) override {
-    if (!ep_.has_peers()) return EngineLink::recv_batch(src);
+    if (!ep_.has_peers()) return EngineLink::recv_batch(src);  // refuses
     shm::RingReader::Status st;
     std::int64_t spin = spin_ns_;
     while ((st = ep_.wait_peer(src, spin, kParentCheckNs)) == shm::RingReader::kNothing) {

@@ -113,6 +113,21 @@ TEST(ShmChannel, AttachRejectsWhatIsNotASegment) {
   close(fds[1]);
 }
 
+// The echoing child of a ping-pong: `rounds` times it waits for a message (spinning on odd
+// rounds, asleep at once on even ones) and answers "i:<its first frame>", then drains. Exit
+// code: 0, 1 (a wait failed) or 2 (its answers did not leave).
+template <class Wait, class Frames, class Send>
+int echo_rounds(EngineEndpoint& ep, int rounds, Wait wait, Frames frames, Send send) {
+  for (int i = 0; i < rounds; ++i) {
+    if (wait(i % 2 ? 50'000 : 0) != RingReader::kReady) return 1;
+    const std::vector<FrameView>& f = frames();
+    std::string back = std::to_string(i) + ":" + std::string(f[0].data, f[0].size);
+    FrameView v{back.data(), back.size()};
+    send(v);
+  }
+  return ep.drain(10 * kSecond) ? 0 : 2;
+}
+
 // A ping-pong with another process: the engine echoes every message with its sequence number;
 // the hub checks order and contents, with both sides sleeping at times (no spinning), and with
 // messages of every size crossing the ring's end.
@@ -122,21 +137,12 @@ TEST(ShmChannel, PingPongWithAnotherProcess) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    int code = 0;
-    {
+    _exit([&] {
       EngineEndpoint ep(dup(hub.fd()), 1);
-      for (int i = 0; i < rounds && code == 0; ++i) {
-        if (ep.wait(i % 2 ? 50'000 : 0, 10 * kSecond) != RingReader::kReady) code = 1;
-        else {
-          auto frames = ep.frames();
-          std::string back = std::to_string(i) + ":" + std::string(frames[0].data, frames[0].size);
-          FrameView v{back.data(), back.size()};
-          ep.send(&v, 1);
-        }
-      }
-      if (!ep.drain(10 * kSecond)) code = 2;
-    }
-    _exit(code);
+      return echo_rounds(
+          ep, rounds, [&](std::int64_t spin) { return ep.wait(spin, 10 * kSecond); },
+          [&]() -> const std::vector<FrameView>& { return ep.frames(); }, [&](FrameView v) { ep.send(&v, 1); });
+    }());
   }
   std::mt19937 rng(11);
   for (int i = 0; i < rounds; ++i) {
@@ -242,21 +248,13 @@ TEST(ShmPeerRings, PingPongWithAnotherProcess) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    int code = 0;
-    {
+    _exit([&] {
       EngineEndpoint ep(dup(hub.fd()), 1);
-      for (int i = 0; i < rounds && code == 0; ++i) {
-        if (ep.wait_peer(0, i % 2 ? 50'000 : 0, 10 * kSecond) != RingReader::kReady) code = 1;
-        else {
-          const auto& frames = ep.peer_frames(0);
-          std::string back = std::to_string(i) + ":" + std::string(frames[0].data, frames[0].size);
-          FrameView v{back.data(), back.size()};
-          ep.send_peer(0, &v, 1);
-        }
-      }
-      if (!ep.drain(10 * kSecond)) code = 2;
-    }
-    _exit(code);
+      return echo_rounds(
+          ep, rounds, [&](std::int64_t spin) { return ep.wait_peer(0, spin, 10 * kSecond); },
+          [&]() -> const std::vector<FrameView>& { return ep.peer_frames(0); },
+          [&](FrameView v) { ep.send_peer(0, &v, 1); });
+    }());
   }
   EngineEndpoint ep(dup(hub.fd()), 0);
   std::mt19937 rng(13);
