@@ -23,10 +23,12 @@ from harness.config.precheck import compose_one  # noqa: E402
 from harness.cosim import runner  # noqa: E402
 from harness.protocol import cosim as pb  # noqa: E402
 
-RUNS = {  # small runs whose messages cover the packet types of both engines
-    "traffic": ["system=xbar8", "traffic.requests_per_gpu=6"],
+# Small runs whose messages cover the packet types of both engines, over ZeroMQ: the harness
+# relays their packet batches (over shared memory they go engine to engine and it sees none).
+RUNS = {
+    "traffic": ["system=xbar8", "traffic.requests_per_gpu=6", "cosim.transport=ipc"],
     "layer": ["model=tiny", "system=dgx_h100_half", "phase=training", "workload=sublayer_l3",
-              "scheme=coconet_nvls"],
+              "scheme=coconet_nvls", "cosim.transport=ipc"],
 }
 WINDOWS_KEPT = 3  # windows with inbound batches kept per engine (seeds stay small)
 PACKETS_KEPT = 12  # packets kept per batch

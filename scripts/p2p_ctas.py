@@ -42,7 +42,7 @@ def workload(ctas: int, bytes_per_cta: int, num_sms: int, both: bool) -> tuple[b
     # GPU g sends to 1 - g; in `one` mode GPU 1's rows are zero bytes long (nothing moves)
     p.loop(steps)
     p.ins(isa.LD, is_async=True, buffer=src, addr=addr, rows=1, row_bytes=STEP)
-    p.ins(isa.WAIT, count=0)
+    p.ins(isa.WAIT, scope=isa.LOCAL)  # the step's loads; the previous step's stores stay in flight
     p.ins(isa.ST_REMOTE, is_async=True, buffer=dst, addr=affine(0, bx=per_cta, loops=(STEP,)),
           peer=affine(1, g=-1), rows=1, row_bytes=STEP)
     p.end()
@@ -56,11 +56,12 @@ def simulate_point(cfg, ctas: int, bytes_per_cta: int, both: bool) -> float:
     """GB/s per direction: the sending GPUs' bytes over the kernel's span on the first sender."""
     from harness import topology as topo_mod
     from harness.cosim import simulate
-    from harness.experiments.validate_collectives import row_system
+    from harness.experiments.validate_collectives import row_gpu, row_system
     from harness.system import cosim_options, engine_params
 
     row = pd.Series({"gpus": 2, "system": "hgx_h200_2gpu"})
     system = row_system(cfg, row)
+    cfg = row_gpu(cfg, "hgx_h200_2gpu")  # H200s (their HBM, latency, clock), as measured
     params = engine_params(cfg)
     params["host.gpu_model"] = "hopper"
     params["host.switch_model"] = cfg.system.switch_model

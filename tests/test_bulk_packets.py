@@ -90,14 +90,18 @@ def test_values_are_exact_at_any_bulk_size(engines, tmp_path, scheme):
 
 
 REFERENCE_N1 = Path(__file__).parent / "data" / "n1_reference_t3_nvls_tiny_l1_stats.csv.gz"
-REFERENCE_ROW = {"time_us": 48.7303, "link_util": 0.0307, "bytes_cais_red": 3670016, "bytes_dma": 524288,
+REFERENCE_ROW = {"time_us": 43.4005, "link_util": 0.0342, "bytes_cais_red": 3670016, "bytes_dma": 524288,
                  "bytes_write": 448}
 
 
 def test_one_line_per_packet_is_the_engine_before_bulk_packets(engines, tmp_path):
     """N = 1 is exactly the engine before bulk packets existed: every statistic of a small run
     (model=tiny L1 under t3_nvls: remote pushes, red.cais merged in the switch, DMA multicast)
-    equals the one recorded with the engines of main at 30e877e, without them. Statistics
+    equals the one recorded with the engines of main at 30e877e, without them, re-recorded when
+    HBM's latency became the measured loaded-latency curve: times moved (local loads wait 205 ns
+    plus the load's share instead of 972 ns), and with them which red.cais lines met in the
+    switch's merge tables (gpu6 receives 512 merged CAIS_RED packets instead of 1024); the bytes
+    per request type did not. Statistics
     added since are not in the reference; one that changes value must be explained and the
     reference re-recorded (`cais-sim model=tiny system=dgx_h100_half phase=inference
     workload=sublayer_l1 scheme=t3_nvls gpu.bulk_lines=1 out_dir=DIR`, gzip DIR/stats.csv)."""

@@ -24,6 +24,23 @@ def test_stream_kernel_moves_its_bytes_in_whole_chunks():
     assert stream_kernel.moved_bytes("reduce", 8, 8 << 20) == {"read": 16 << 20, "write": 8 << 20}
 
 
+def test_the_copy_keeps_one_16_byte_load_per_thread_in_flight_as_its_sass_does():
+    """measure_concurrent.py's copy compiles to LDG, STG, LDG, STG, ... (a store waits for its
+    load): each chunk is `unroll` steps of one load per thread, its wait, then its store. The
+    reduce issues all its loads first."""
+    wl = kernels.new_workload("s")
+    stream_kernel.add_stream_kernel(wl, "copy", 8, 8 << 20, stream=0, threads=512, unroll=4)
+    body = list(wl.kernels[0].program)[1:-1]  # inside the loop
+    from harness.gpu.isa_text import isa
+    assert [i.op for i in body] == [isa.LD, isa.WAIT, isa.ST] * 4
+    assert {i.row_bytes for i in body if i.op in (isa.LD, isa.ST)} == {512 * 16}
+    assert [i.addr.base for i in body if i.op == isa.LD] == [0, 8192, 16384, 24576]
+    wl = kernels.new_workload("r")
+    stream_kernel.add_stream_kernel(wl, "reduce", 8, 8 << 20, stream=0, threads=512, unroll=4)
+    ops = [i.op for i in list(wl.kernels[0].program)[1:-1]]
+    assert ops == [isa.LD, isa.LD, isa.WAIT, isa.ALU, isa.ST]
+
+
 def test_validate_concurrent_experiment_is_deterministic(tmp_path, engines, cli):
     csv = tmp_path / "cases.csv"
     pd.DataFrame(ROWS).to_csv(csv, index=False)

@@ -656,9 +656,11 @@ def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str 
     (aten/src/ATen/native/cuda/layer_norm_kernel.cu): one block of num_threads() = 128 threads
     per row, each thread loading vec_size = 4 elements (8 B of bf16) at a time. Pass 1
     (compute_stats) walks the row in rounds of threads x 8 B, each a load the thread waits for
-    before its Welford update (so one round trip per round: the kernel is latency bound per SM,
-    16 resident blocks x 1 KiB in flight); a block reduction; pass 2 walks the row again: x (an
-    L2 hit), gamma and beta loaded together, normalise, store (stores do not block)."""
+    before its Welford update (a reciprocal per element: LN_PASS1_FLOPS); 16 resident blocks
+    (32 registers, CUPTI: h100_layernorm_resources.csv) keep 16 KiB per SM in flight, so the
+    kernel is bound by the HBM round trip and the SM's ALU issue together; a block reduction;
+    pass 2 walks the row again: x (an L2 hit), gamma and beta loaded together, normalise, store
+    (stores do not block)."""
     wl = new_workload(name or f"layernorm_{M}x{N}")
     x = add_buffer(wl, "x", M * N * ELEM)
     y = add_buffer(wl, "y", M * N * ELEM)
@@ -669,6 +671,15 @@ def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str 
     layernorm_program(Program(k), x, y, gamma, beta, N, threads, vec_elems)
     wl.launches.add(kernel=0, stream=0)
     return wl
+
+
+# ALU work per element of a layernorm pass as 2 x its SASS instructions (the ALU rate is FP32
+# lanes x 2; every instruction takes an issue slot), {forward, backward}: PyTorch's
+# vectorized_layer_norm_kernel / layer_norm_grad_input_kernel_vectorized loops as their source
+# writes them, compiled for sm_90 (nvcc 13.0 -O3) and counted per 4-element iteration:
+# forward pass 1 (Welford with a reciprocal per element) 73, pass 2 45; backward 56 and 69.
+LN_PASS1_FLOPS = {False: 2 * 73 / 4, True: 2 * 56 / 4}
+LN_PASS2_FLOPS = {False: 2 * 45 / 4, True: 2 * 69 / 4}
 
 
 def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int, threads: int = 128,
@@ -682,11 +693,11 @@ def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int,
     chunk = min(threads * vec_elems * ELEM, row)  # a row shorter than one round is one partial round
     rounds = math.ceil(row / chunk)
     backward = dy is not None
-    p.loop(rounds)  # pass 1: load, then Welford on the 4 elements (about 8 flops each)
+    p.loop(rounds)  # pass 1: load, then Welford on the 4 elements
     p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk)
     if backward:
         p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
-    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=16.0 if backward else 8.0)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=LN_PASS1_FLOPS[backward])
     p.end()
     p.ins(isa.BAR)  # block reduction of the Welford partials through shared memory
     p.loop(rounds)  # pass 2
@@ -697,7 +708,7 @@ def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int,
     p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.LD, buffer=beta, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.ins(isa.WAIT, count=0)
-    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=8.0 if backward else 4.0)
+    p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=LN_PASS2_FLOPS[backward])
     p.ins(isa.ST, buffer=y, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
     p.end()
 

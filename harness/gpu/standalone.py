@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,7 +15,7 @@ from harness.cosim import to_param_value
 from harness.engines import engine_dir
 from harness.errors import CaisError, ConfigError
 from harness.gpu import power
-from harness.params.gpu import GpuParams
+from harness.params.gpu import defaults as gpu_defaults
 from harness.protocol import cosim as pb
 
 BINARY = "cais-gpu-standalone"
@@ -24,7 +23,7 @@ BINARY = "cais-gpu-standalone"
 
 def gpu_params(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every gpu.* key with its default, updated by `overrides` (keys with or without 'gpu.')."""
-    out = {f"gpu.{f.name}": f.default for f in fields(GpuParams)}
+    out = gpu_defaults()
     for k, v in (overrides or {}).items():
         key = k if k.startswith("gpu.") else f"gpu.{k}"
         if key not in out:

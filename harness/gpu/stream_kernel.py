@@ -1,12 +1,18 @@
 """A memory-streaming kernel of a few CTAs, as NCCL's copy and reduce primitives run on one GPU.
 
 `ctas` blocks of `threads` threads; block c walks its contiguous share of `nbytes` (the output
-bytes) in chunks of threads x 16 B x unroll (every thread loads `unroll` 16 B vectors, waits
-for them, then stores them: the loads of one chunk are in flight together, the stores are
-fire-and-forget). `copy` reads one buffer and writes another; `reduce` reads two, adds (one
-flop per bf16 element) and writes one. This is scripts/measure/measure_concurrent.py's kernel
-(and measure_cta_copy.py's access pattern), so the registers per thread are what the CUDA
-compiler gave that kernel (nvrtc, CUDA 13, sm_90: copy 32, reduce 56), not a fitted value.
+bytes) in chunks of threads x 16 B x unroll. `copy` reads one buffer and writes another; `reduce`
+reads two, adds (one flop per bf16 element) and writes one. This is
+scripts/measure/measure_concurrent.py's kernel, modelled as the CUDA compiler built it (nvrtc,
+CUDA 13, sm_90; the SASS is read with `cuobjdump -sass`), not as its source reads:
+
+- `reduce`: all 2 x unroll 16 B loads of a chunk are issued, then the adds and the unroll
+  stores: a chunk's loads are in flight together;
+- `copy`: the compiler interleaved each 16 B load with its store (LDG, STG, LDG, STG, ...), and a
+  store waits for its load's data, so a thread has one load in flight: the chunk is unroll
+  steps of threads x 16 B, each a load, its wait and a posted store.
+
+The registers per thread are what the compiler gave that kernel (copy 32, reduce 56), not fitted.
 """
 from __future__ import annotations
 
@@ -45,12 +51,19 @@ def add_stream_kernel(wl, kind: str, ctas: int, nbytes: int, *, stream: int, sta
     p = Program(k)
     addr = lambda: affine(0, bx=per_cta, loops=(chunk,))  # noqa: E731
     p.loop(steps)
-    for s in srcs:
-        p.ins(isa.LD, is_async=True, buffer=s, addr=addr(), rows=1, row_bytes=chunk)
-    p.ins(isa.WAIT, count=0)
     if kind == "reduce":
+        for s in srcs:
+            p.ins(isa.LD, is_async=True, buffer=s, addr=addr(), rows=1, row_bytes=chunk)
+        p.ins(isa.WAIT, count=0)
         p.ins(isa.ALU, elements=chunk // 2, flops_per_element=1.0)
-    p.ins(isa.ST, is_async=True, buffer=dst, addr=addr(), rows=1, row_bytes=chunk)
+        p.ins(isa.ST, is_async=True, buffer=dst, addr=addr(), rows=1, row_bytes=chunk)
+    else:  # one 16 B load per thread in flight: unroll load -> store steps per chunk
+        row = threads * VEC_BYTES
+        for u in range(unroll):
+            step_addr = lambda: affine(u * row, bx=per_cta, loops=(chunk,))  # noqa: E731
+            p.ins(isa.LD, is_async=True, buffer=srcs[0], addr=step_addr(), rows=1, row_bytes=row)
+            p.ins(isa.WAIT, count=0)
+            p.ins(isa.ST, is_async=True, buffer=dst, addr=step_addr(), rows=1, row_bytes=row)
     p.end()
     wl.launches.add(kernel=len(wl.kernels) - 1, stream=stream, priority=priority, start_ns=float(start_ns))
     return len(wl.launches) - 1

@@ -18,7 +18,7 @@ Chips and Cheese "Nvidia's H100: Funny L2, and Tons of Bandwidth" (2023) for L2 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
@@ -69,6 +69,33 @@ class GpuParams:
     """Bandwidth of one SM's port to L2 (bytes per SM clock)."""
     hbm_bw_gbps: float = 3350.0
     """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
+    # HBM latency, measured (harness/gpu/hbm_curve.py derives these from
+    # harness/data/measured/h100_loaded_latency.csv; tests check that they agree).
+    hbm_latency_ns: float = 204.6
+    """What an L2 miss served by HBM adds to the L2 hit latency on an idle GPU: one SM's
+    pointer chase through HBM (344.0 ns per hop) minus the same through L2 (139.4 ns), H100 SXM."""
+    hbm_efficiency: float = 0.864
+    """Fraction of hbm_bw_gbps HBM serves at most: 2895 GB/s of reads and writes while 96 SMs copy
+    (h100_loaded_latency.csv; reads alone reach 3107 GB/s, 0.927)."""
+    hbm_load_util: list[float] = field(default_factory=lambda: [
+        0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85,
+        0.9, 0.95])
+    """HBM utilisation (bytes served per second over hbm_bw_gbps) of the loaded-latency curve's points."""
+    hbm_load_read_ns: list[float] = field(default_factory=lambda: [
+        0.0, 1.3, 1.3, 1.3, 1.3, 2.0, 4.4, 6.9, 11.5, 16.0, 23.4, 31.0, 38.5, 49.0, 65.8, 82.5, 126.8, 177.4,
+        289.1, 413.7])
+    """Latency an HBM read adds to hbm_latency_ns at each utilisation when the traffic is reads:
+    the chase while 1-131 other SMs stream reads (scripts/measure/measure_loaded_latency.py)."""
+    hbm_load_copy_ns: list[float] = field(default_factory=lambda: [
+        0.0, 8.2, 16.6, 29.7, 44.5, 61.8, 79.2, 95.3, 108.9, 122.5, 139.0, 157.3, 183.0, 223.7, 264.5, 369.2,
+        534.2, 717.8, 770.1, 770.1])
+    """The same when half the traffic is writes (the other SMs copy); the engine blends the two
+    curves by the write share of the traffic (capped at one half)."""
+    hbm_load_window_ns: float = 1000.0
+    """Window of the engine's HBM utilisation (an exponentially weighted average of the bytes it
+    reserves on HBM): a few idle latencies, so a burst raises the latency of the loads queued
+    behind it and not of loads a microsecond later. Not measured; docs/VALIDATION.md gives the
+    sensitivity."""
     max_outstanding_per_sm: int = 256
     """Remote (NVLink) requests one SM keeps in flight before it stalls: loads (ld.remote,
     ld.cais, multimem.ld_reduce) and flag writes, and stores too when posted_stores is false."""
@@ -140,16 +167,14 @@ class GpuParams:
     """L2 bandwidth shared by all SMs, GB/s (fitted; microbenchmarks report ~5.5-7 TB/s)."""
     tc_efficiency: float = 0.9662
     """Fraction of peak tensor-core rate an mma reaches inside a K loop (fitted)."""
-    hbm_efficiency: float = 0.8703
-    """Fraction of peak HBM bandwidth reachable (fitted)."""
+    alu_efficiency: float = 0.6600
+    """Fraction of alu_flops_per_cycle_per_sm an ALU instruction stream reaches: ALU work is counted
+    as 2 x the SASS instructions per element (layernorm) and the SMs issue in order, so dependency
+    stalls the resident warps do not hide cost issue slots (fitted)."""
     tb_overhead_ns: float = 0.0
     """Fixed cost of one thread block: dispatch, prologue, epilogue (fitted)."""
     kernel_launch_ns: float = 7004.7
     """From launch to first block dispatch, and between kernels of one stream (fitted)."""
-    hbm_latency_ns: float = 971.6
-    """Extra latency of an L2 miss served by HBM, as seen under load (fitted with the layernorm
-    rows, which are latency bound per SM; unloaded pointer-chase latency is lower: the bandwidth
-    server adds queueing only at saturation, real DRAM well before it)."""
     # END CALIBRATED
 
 
@@ -193,7 +218,7 @@ def from_accelsim(text: str) -> dict[str, object]:
 
 def defaults() -> dict[str, object]:
     """Flat ``gpu.*`` keys with their default values (what a standalone run sends)."""
-    return {f"gpu.{f.name}": f.default for f in fields(GpuParams)}
+    return {f"gpu.{k}": v for k, v in asdict(GpuParams()).items()}
 
 
 CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "calibration" / "h100.json"

@@ -219,7 +219,7 @@ bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
   const double flops = static_cast<double>(ins.elements()) * ins.flops_per_element();
   alu_flops_ += static_cast<std::uint64_t>(flops);
   const TimePs start = std::max(ctx_.now(), sm.alu_busy);
-  sm.alu_busy = start + static_cast<TimePs>(flops / (cfg.alu_flops_per_cycle * cfg.clock_ghz / 1000.0) * tb.jitter + 0.5);
+  sm.alu_busy = start + static_cast<TimePs>(flops / (cfg.alu_flops_per_cycle * cfg.alu_efficiency * cfg.clock_ghz / 1000.0) * tb.jitter + 0.5);
   ++tb.pc;
   wake_at(tbi, sm.alu_busy);
   return false;

@@ -8,6 +8,31 @@
 
 namespace cais::gpu {
 
+namespace {
+
+// gpu.hbm_load_util / _read_ns / _copy_ns: one curve, utilisation rising, latencies >= 0.
+void read_loaded_latency(const Params& p, HopperConfig& c) {
+  c.hbm_load_util = p.get_double_list("gpu.hbm_load_util");
+  const auto read = p.get_double_list("gpu.hbm_load_read_ns");
+  const auto copy = p.get_double_list("gpu.hbm_load_copy_ns");
+  const std::size_t n = c.hbm_load_util.size();
+  if (n == 0) throw ConfigError("gpu.hbm_load_util", "needs at least one point");
+  if (read.size() != n || copy.size() != n)
+    throw ConfigError("gpu.hbm_load_read_ns", "gpu.hbm_load_util, _read_ns and _copy_ns need one value per point (" +
+                                                  std::to_string(n) + " utilisations, " + std::to_string(read.size()) +
+                                                  " read and " + std::to_string(copy.size()) + " copy latencies)");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (c.hbm_load_util[i] < 0 || (i && c.hbm_load_util[i] <= c.hbm_load_util[i - 1]))
+      throw ConfigError("gpu.hbm_load_util", "must be >= 0 and strictly rising");
+    if (read[i] < 0 || copy[i] < 0) throw ConfigError("gpu.hbm_load_read_ns", "latencies must be >= 0 ns (gpu.hbm_load_read_ns, gpu.hbm_load_copy_ns)");
+    c.hbm_load_read_ps.push_back(read[i] * 1000.0);
+    c.hbm_load_copy_ps.push_back(copy[i] * 1000.0);
+  }
+  c.hbm_load_window_ps = p.get_time_ps("gpu.hbm_load_window_ns", 1);
+}
+
+}  // namespace
+
 HopperConfig HopperConfig::from_params(const Params& p) {
   HopperConfig c;
   c.num_sms = static_cast<std::uint32_t>(p.get_uint("gpu.num_sms"));
@@ -17,6 +42,8 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.alu_flops_per_cycle = p.get_positive("gpu.alu_flops_per_cycle_per_sm");
   c.tc_efficiency = p.get_positive("gpu.tc_efficiency");
   if (c.tc_efficiency > 1) throw ConfigError("gpu.tc_efficiency", "must be in (0, 1]");
+  c.alu_efficiency = p.get_positive("gpu.alu_efficiency");
+  if (c.alu_efficiency > 1) throw ConfigError("gpu.alu_efficiency", "must be in (0, 1]");
   c.max_blocks_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_blocks_per_sm"));
   c.max_threads_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_threads_per_sm"));
   c.regs_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.regs_per_sm"));
@@ -29,6 +56,8 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   if (hbm_eff > 1) throw ConfigError("gpu.hbm_efficiency", "must be in (0, 1]");
   c.hbm_bytes_per_ps = p.get_positive("gpu.hbm_bw_gbps") * hbm_eff / 1000.0;
   c.hbm_latency_ps = p.get_time_ps("gpu.hbm_latency_ns");
+  c.hbm_peak_bytes_per_ps = p.get_positive("gpu.hbm_bw_gbps") / 1000.0;
+  read_loaded_latency(p, c);
   c.max_outstanding_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_outstanding_per_sm"));
   c.dma_max_outstanding = static_cast<std::uint32_t>(p.get_uint("gpu.dma_max_outstanding"));
   if (c.max_outstanding_per_sm == 0) throw ConfigError("gpu.max_outstanding_per_sm", "must be >= 1");

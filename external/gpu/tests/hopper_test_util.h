@@ -189,6 +189,12 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.sm_l2_bytes_per_cycle", 1000.0);
   put_d("gpu.hbm_bw_gbps", 500.0);
   put_d("gpu.hbm_latency_ns", 400.0);
+  for (const char* k : {"gpu.hbm_load_util", "gpu.hbm_load_read_ns", "gpu.hbm_load_copy_ns"}) {
+    auto* list = (*c.mutable_params())[k].mutable_list();  // no loaded latency
+    list->clear_items();
+    list->add_items()->set_d(0.0);
+  }
+  put_d("gpu.hbm_load_window_ns", 1000.0);
   put_i("gpu.max_outstanding_per_sm", 64);
   put_i("gpu.dma_max_outstanding", 64);
   c.mutable_params()->operator[]("gpu.posted_stores").set_b(true);
@@ -200,6 +206,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.tb_order_window", 1);
   put_d("gpu.clock_spread_frac", 0.0);
   put_d("gpu.tc_efficiency", 1.0);
+  put_d("gpu.alu_efficiency", 1.0);
   put_d("gpu.hbm_efficiency", 1.0);
   put_d("gpu.tb_overhead_ns", 10.0);
   put_d("gpu.kernel_launch_ns", 1000.0);

@@ -2,6 +2,7 @@
 // they are declared in harness/params/gpu.py).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "cais/params.h"
 #include "cais/time.h"
@@ -14,6 +15,7 @@ struct HopperConfig {
   double tc_flops_per_cycle = 0;    // per SM, dense FP16/BF16, before efficiency
   double alu_flops_per_cycle = 0;   // per SM
   double tc_efficiency = 0;
+  double alu_efficiency = 0;       // fraction of alu_flops_per_cycle an ALU instruction stream issues at
   std::uint32_t max_blocks_per_sm = 0, max_threads_per_sm = 0, regs_per_sm = 0;
   std::uint64_t smem_per_sm = 0;    // bytes
   std::uint64_t l2_bytes = 0;
@@ -21,7 +23,12 @@ struct HopperConfig {
   TimePs l2_latency_ps = 0;
   double sm_port_bytes_per_ps = 0;  // one SM <-> L2
   double hbm_bytes_per_ps = 0;      // effective (peak x efficiency)
-  TimePs hbm_latency_ps = 0;
+  TimePs hbm_latency_ps = 0;        // idle: an L2 miss beyond the L2 hit latency
+  // Loaded latency (hbm_load.h): extra ps of an HBM read at each utilisation (bytes served over
+  // the peak), for read-only and for half-write traffic; the utilisation's averaging window.
+  std::vector<double> hbm_load_util, hbm_load_read_ps, hbm_load_copy_ps;
+  double hbm_peak_bytes_per_ps = 0;
+  TimePs hbm_load_window_ps = 0;
   std::uint32_t max_outstanding_per_sm = 0, dma_max_outstanding = 0;
   // SM stores (st.remote, multimem.st/red) hold no load slot; the NVLink port's credits pace them.
   bool posted_stores = true;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cais/gpu/bandwidth_server.h"
+#include "cais/gpu/hbm_load.h"
 #include "cais/gpu/hopper_config.h"
 #include "cais/gpu/tile_cache.h"
 
@@ -33,6 +34,7 @@ class LocalMemory {
 
   const BandwidthServer& l2() const { return l2_; }
   const BandwidthServer& hbm() const { return hbm_; }
+  const HbmLoad& hbm_load() const { return hbm_load_; }
   std::uint64_t& ld_bytes() { return ld_bytes_; }
   std::uint64_t& st_bytes() { return st_bytes_; }
   std::uint64_t& hbm_read_bytes() { return hbm_read_bytes_; }
@@ -43,6 +45,12 @@ class LocalMemory {
   const HopperConfig& cfg_;
   std::vector<BandwidthServer> sm_ports_;
   BandwidthServer l2_, hbm_;
+  HbmLoad hbm_load_;
+  // HBM serves `bytes` from `now` on: the bandwidth server and the loaded-latency average.
+  TimePs hbm_reserve(TimePs now, std::uint64_t bytes, bool write) {
+    hbm_load_.account(now, bytes, write);
+    return hbm_.reserve(now, bytes);
+  }
   TileCache l2_tiles_;
   std::uint64_t ld_bytes_ = 0, st_bytes_ = 0, hbm_read_bytes_ = 0, l2_hits_ = 0, l2_misses_ = 0;
 };
