@@ -10,7 +10,7 @@ validate_kernels) and the streaming kernel of harness.gpu.stream_kernel on its o
 released start_gap_us later (the measured gap between the two kernels' starts: a condition of
 the experiment, like the SM clock). It runs that workload, and each kernel alone, on the Hopper
 engine (one GPU, no network) and adds sim_gemm_us, sim_stream_us, sim_makespan_us (from each
-kernel's release to its end, as validate_kernels times a kernel from its launch),
+kernel's first CTA to its end, as CUPTI timed the measured kernels: _spans),
 sim_gemm_alone_us, sim_stream_alone_us and, where measured, err_*_pct = 100 (sim - measured) /
 measured.
 """
@@ -99,11 +99,18 @@ def stream_workload(row: Any):
 
 
 def _spans(stats: dict[str, float], wl) -> list[tuple[float, float]]:
-    """(release, end) in us of every launch of wl on GPU 0."""
+    """(start, end) in us of every launch of wl on GPU 0, started as CUPTI starts a kernel: when
+    its first CTA takes an SM. A kernel released while another holds every SM it fits on starts
+    only when that one frees SMs (gemm_first: the measured stream kernels start 60-160 us after
+    their release), so timing it from its release would count that wait as its run. The
+    engine's launch-to-first-block time (gpu.kernel_launch_ns, fitted to CUDA-event times, which
+    for the measured GEMMs equal CUPTI's within 1 us: gemm_alone_us vs gemm_alone_event_us)
+    stays part of the kernel: start = first CTA - (launch ready - release)."""
     out = []
     for i, la in enumerate(wl.launches):
         key = f"gpu0.kernel{i}.{wl.kernels[la.kernel].name}"
-        out.append((stats[key + ".release"] / 1e3, stats[key + ".end"] / 1e3))
+        launch = stats[key + ".start"] - stats[key + ".release"]
+        out.append(((stats[key + ".first_cta"] - launch) / 1e3, stats[key + ".end"] / 1e3))
     return out
 
 

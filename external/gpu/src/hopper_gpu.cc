@@ -107,6 +107,7 @@ void HopperGpu::register_stats() {
     st.value(k + ".start", "ns", [lp] { return lp->start_ps == kNever ? -1.0 : lp->start_ps / 1000.0; });
     st.value(k + ".end", "ns", [lp] { return lp->end_ps / 1000.0; });
     st.value(k + ".release", "ns", [lp] { return lp->release_ps / 1000.0; });
+    st.value(k + ".first_cta", "ns", [lp] { return lp->first_cta_ps == kNever ? -1.0 : lp->first_cta_ps / 1000.0; });
     st.value(k + ".tbs", "blocks", [lp] { return static_cast<double>(lp->tbs); });
     st.value(k + ".sm_us", "SM-us", [lp] { return lp->sm_share * static_cast<double>(lp->resident_ps) / 1e6; });
     st.value(k + ".sync_wait_sm_us", "SM-us",

@@ -256,6 +256,7 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
   sm.regs += k.regs_per_thread() * k.threads_per_block();
   sm.smem += k.smem_bytes();
   L.sm_cursor = (s - L.sm_first + 1) % L.sm_count;
+  if (L.first_cta_ps == kNever) L.first_cta_ps = ctx_.now();
   std::uint32_t tbi;
   if (free_tbs_.empty()) {
     tbi = static_cast<std::uint32_t>(tbs_.size());

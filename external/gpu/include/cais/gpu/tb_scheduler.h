@@ -75,6 +75,7 @@ struct LaunchState {
   std::vector<std::uint32_t> order;
   std::vector<TimePs> reg_ps;
   TimePs release_ps = 0, start_ps = kNever, end_ps = 0;
+  TimePs first_cta_ps = kNever;  // when its first CTA took an SM (where CUPTI starts a kernel)
   std::uint64_t tbs = 0;
   // SM time: the share of an SM one block holds (the largest of its threads, registers, shared
   // memory and block-slot shares), the time its blocks held SMs, and the part of it they spent
