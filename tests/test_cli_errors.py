@@ -133,6 +133,28 @@ def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, overri
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("args,expected", [
+    # an LLM layer runs on the Hopper engine: no GPU model's section, no system.gpu_model
+    (("workload=sublayer_l1", "scheme=tp_nvls", "traffic.requests_per_gpu=3"),
+     "traffic.requests_per_gpu: experiment simulate does not read traffic with workload=sublayer_l1"),
+    (("workload=layer", "scheme=tp_nvls", "collective.bytes=4096"), "does not read collective with workload=layer"),
+    (("workload=layer", "scheme=tp_nvls", "system.gpu_model=collective"),
+     "system.gpu_model: experiment simulate does not read it with workload=layer"),
+    # a traffic run: no model, phase or coordination, and only its own GPU model's section
+    (("phase=training",), "phase: experiment simulate does not read it with workload=traffic"),
+    (("coordination=throttle",), "coordination: experiment simulate does not read it with workload=traffic"),
+    (("system.gpu_model=collective", "traffic.request_bytes=64"),
+     "does not read traffic with workload=traffic and system.gpu_model=collective"),
+    (("synthetic.packet_flits=2",), "does not read synthetic with workload=traffic and system.gpu_model=traffic"),
+])
+def test_a_key_a_simulation_does_not_read_is_refused(tmp_path, args, expected):
+    """What simulate reads depends on the run: its workload and GPU model decide."""
+    proc = run_cli("model=tiny" if "workload=" in args[0] else "seed=1", *args, f"out_dir={tmp_path}",
+                   check=False, timeout=60)
+    one_error_line(proc, expected)
+    assert not list(tmp_path.iterdir())
+
+
 def test_validate_collectives_honours_gpus_per_process(monkeypatch):
     seen = {}
 

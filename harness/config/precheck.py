@@ -109,17 +109,18 @@ def check_out_dir(path) -> None:
         raise ConfigError("out_dir", f"{p} is not writable by this user")
 
 
-def check_read(overrides: list[str], task: str) -> None:
-    """A command-line key the experiment never reads is an error, not a run without it."""
+def check_read(overrides: list[str], task: str, cfg=None) -> None:
+    """A command-line key the experiment never reads (in the run cfg) is an error, not a run
+    without it."""
     from harness import experiments
 
-    ignored = experiments.ignored_keys(task)
+    ignored, case = experiments.ignored_keys(task, cfg)
     for o in overrides:
         key = o.partition("=")[0].lstrip("+~")
         hit = next((k for k in ignored if key == k or key.startswith(k + ".")), None)
         if hit is not None:
             what = "it" if hit == key else hit
-            raise ConfigError(key, f"experiment {task} does not read {what}; remove it")
+            raise ConfigError(key, f"experiment {task} does not read {what}{' ' + case if case else ''}; remove it")
 
 
 def precheck(argv: list[str]) -> None:
@@ -139,7 +140,7 @@ def precheck(argv: list[str]) -> None:
     from harness.cosim.progress import parse_mode
 
     for point, cfg in zip(points, cfgs):
-        check_read(point, str(cfg.task))
+        check_read(point, str(cfg.task), cfg)
         parse_mode(cfg.cosim.progress)
         if cfg.out_dir:
             check_out_dir(cfg.out_dir)

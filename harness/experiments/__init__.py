@@ -3,8 +3,9 @@
 The CLI looks the module up by ``task`` (set by conf/experiment/<name>.yaml), so a new
 experiment is one module here plus one YAML file, with no edits elsewhere. A module may name the
 columns the CLI prints (``DISPLAY``); results.csv always has them all; and the config keys it
-never reads (``IGNORED_KEYS``: a key, or a section with everything under it), which the CLI then
-refuses on the command line instead of running without them.
+never reads (``IGNORED_KEYS``: a key, or a section with everything under it; or, where that
+depends on the run, a function ``ignored_keys(cfg)``), which the CLI then refuses on the command
+line instead of running without them.
 """
 from __future__ import annotations
 
@@ -33,9 +34,15 @@ def get(name: str) -> Runner:
     return _module(name).run
 
 
-def ignored_keys(name: str) -> tuple[str, ...]:
-    """Keys (or sections) experiment `name` never reads (its module's IGNORED_KEYS)."""
-    return tuple(getattr(_module(name), "IGNORED_KEYS", ()))
+def ignored_keys(name: str, cfg=None) -> tuple[tuple[str, ...], str]:
+    """Keys (or sections) experiment `name` never reads in the run `cfg`, and in what case (''
+    when never): its module's ignored_keys(cfg) -> (keys, case) where it has one, else its
+    IGNORED_KEYS."""
+    m = _module(name)
+    if cfg is not None and hasattr(m, "ignored_keys"):
+        keys, case = m.ignored_keys(cfg)
+        return tuple(keys), case
+    return tuple(getattr(m, "IGNORED_KEYS", ())), ""
 
 
 def display_columns(name: str) -> list[str] | None:

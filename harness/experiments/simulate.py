@@ -21,6 +21,23 @@ from harness.system import run_system
 # Largest payload of one NVLink packet: what traffic.request_bytes may ask for.
 MAX_PACKET_BYTES = 128
 
+# The parameter sections of the GPU models a run does not use: each GPU model reads its own.
+GPU_MODEL_SECTIONS = ("traffic", "collective", "synthetic")
+
+
+def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
+    """What this run never reads, and why. An LLM layer runs on the Hopper engine whatever
+    system.gpu_model says, so it reads no GPU model's section; a traffic run reads no model,
+    phase or CAIS coordination, and only its own GPU model's section."""
+    if cfg.workload != "traffic":
+        return GPU_MODEL_SECTIONS + ("system.gpu_model",), \
+            f"with workload={cfg.workload} (an LLM layer runs on the Hopper engine)"
+    model = str(cfg.system.gpu_model)
+    if cfg.scheme.name != "none" or model not in GPU_MODEL_SECTIONS:  # run() refuses these itself
+        return (), ""
+    return (("model", "phase", "coordination") + tuple(s for s in GPU_MODEL_SECTIONS if s != model),
+            f"with workload=traffic and system.gpu_model={model}")
+
 
 def check(cfg: DictConfig) -> None:
     """Refuse runs that would succeed with nothing to show (all-zero rows, a reported deadlock)."""
