@@ -311,8 +311,23 @@ def test_streamk_split_counts_ranges_and_pieces():
     assert (sk["w"], sk["head"], sk["pieces"]) == (256, 0, 128)  # 4 CTAs per tile, aligned
 
 
+def test_a_streamk_launch_is_persistent_ctas_that_go_on_with_their_ranges():
+    """cuBLAS's grid of G CTAs: one persistent launch sharing out the data-parallel tiles
+    (dynamic blocks), continued on the same SMs by the two stream-K kernels, CTAs 0 .. head-1
+    and head .. G-1."""
+    c = kernels.GemmConfig(128, 160, 1, "streamk", 5, grid=120)
+    wl = kernels.gemm(9216, 512, 4096, 132, c)  # 2 tiles per CTA + stream-K
+    sk = kernels.streamk_split(9216, 512, 4096, c)
+    names = [wl.kernels[la.kernel].name for la in wl.launches]
+    assert names == ["gemm_dp", "gemm_streamk_head", "gemm_streamk"]
+    dp = wl.kernels[wl.launches[0].kernel]
+    assert (dp.persistent, dp.dynamic_blocks, dp.ctas, dp.grid_x) == (True, True, 120, 2 * 120)
+    assert [(la.continues, la.continue_offset) for la in wl.launches] == [(0, 0), (1, 0), (1, sk["head"])]
+    assert [wl.kernels[la.kernel].grid_x for la in wl.launches[1:]] == [sk["head"], 120 - sk["head"]]
+
+
 def test_streamk_data_parallel_tiles_spread_over_a_smaller_partition(exe):
-    """cuBLAS's 132-CTA grid on fewer SMs: the data-parallel tiles go to whichever SM is free
+    """cuBLAS's 132-CTA grid on fewer SMs: the resident CTAs share out the data-parallel tiles
     (8 tiles per CTA: ~1.03x as long on 128 SMs, not 2 rounds), the stream-K ranges stay with their
     CTA (a split-K launch of 128 CTAs runs in two rounds on 64 SMs)."""
     c = kernels.GemmConfig(128, 128, 1, "streamk", grid=132)

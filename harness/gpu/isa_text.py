@@ -16,7 +16,7 @@ Example::
 
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
 [multicast] [l2_resident] [arrivals=FLAGS:REGION_BYTES]`` (a red.cais arrival counter: the
-flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region), ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent]``,
+flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region), ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]``,
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
 [dep=LAUNCH:all | dep=LAUNCH:[row:|col:]NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch;
@@ -337,6 +337,8 @@ def parse(text: str):
                     kernel.regs_per_thread = int(kv.get("regs", 32))
                     kernel.smem_bytes = int(kv.get("smem", 0))
                     kernel.persistent = "persistent" in flags
+                    kernel.dynamic_blocks = "dynamic" in flags
+                    kernel.ctas = int(kv.get("ctas", 0))
                     kernel.cluster_ctas = int(kv.get("cluster", 0))
                     kernels[args[0]] = len(wl.kernels) - 1
                     depth = 0
@@ -415,7 +417,8 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
     for k in wl.kernels:
         out.append(f".kernel {k.name} grid={k.grid_x}x{k.grid_y} threads={k.threads_per_block} "
                    f"regs={k.regs_per_thread} smem={k.smem_bytes}" + (f" cluster={k.cluster_ctas}" if k.cluster_ctas else "")
-                   + (" persistent" if k.persistent else ""))
+                   + (" persistent" if k.persistent else "") + (f" ctas={k.ctas}" if k.ctas else "")
+                   + (" dynamic" if k.dynamic_blocks else ""))
         if k.cais.enabled:
             c = k.cais
             out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"

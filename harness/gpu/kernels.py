@@ -293,12 +293,17 @@ def _tile_term(e, divisor: int, scale: int, base: int = 0, bx: int = 0, loop: tu
     return e
 
 
-def _linear_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int, tiles: int):
-    """Tiles 0 .. tiles-1 (row-major over the (M/tm) x (N/tn) tiles), one per block of a
-    (tiles, 1) grid, handed to SMs as they free up: tile row floor(bx / gx) is a quotient term."""
+def _linear_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int, tiles: int,
+                        ctas: int = 0):
+    """Tiles 0 .. tiles-1 (row-major over the (M/tm) x (N/tn) tiles), one per logical block of a
+    (tiles, 1) grid: tile row floor(bx / gx) is a quotient term. With `ctas`, a persistent launch
+    of that many CTAs, each starting with its own tile and then taking the next tile not yet
+    taken (engine: dynamic_blocks); they hold their SMs (a 2-CTA cluster its TPC) until no tile
+    is left."""
     gx = math.ceil(N / c.tn)
     k = wl.kernels.add(name=name, grid_x=tiles, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, persistent=bool(ctas), ctas=ctas,
+                       dynamic_blocks=bool(ctas))
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
     lda, step = K * ELEM, TK * ELEM
@@ -437,31 +442,40 @@ def _streamk_reduce_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig,
 
 
 def _streamk_gemm(wl, M: int, N: int, K: int, c: GemmConfig, a: int, b: int, out: int) -> None:
-    """A stream-K launch of c.grid CTAs (streamk_split). The data-parallel tiles are one block
-    each, handed out as SMs free up: in SM partitions smaller than the grid the measured kernels
-    behave so (a 132-CTA launch of 8 tiles per CTA takes ~1.3x, not 2x, as long on 128 SMs as on
-    132). The stream-K ranges are static per CTA, as (up to) two kernels: CTAs 0 .. head-1 with
-    one iteration more than the rest, dispatched in CTA order after the data-parallel tiles. With
-    fix-up 'reduce' a reduction kernel follows, its blocks waiting for all the CTAs."""
+    """A stream-K launch of c.grid CTAs (streamk_split), persistent as cuBLAS's: the CTAs share
+    out the data-parallel tiles (each takes the next tile left, engine: dynamic_blocks), holding
+    their SMs (a 2-CTA cluster its TPC) meanwhile, then each runs its static stream-K range on
+    the same SM (engine: Launch.continues), as (up to) two kernels: CTAs 0 .. head-1 with one
+    iteration more than the rest. CTAs the SMs cannot hold start when a resident one has left.
+    So inside an SM partition smaller than the grid the kernel runs in rounds of tiles, not of
+    CTAs (measured: a 132-CTA launch of 8 tiles per CTA takes ~1.3x, not 2x, as long on 128 SMs
+    as on 132), and beside another kernel it keeps its SMs until its tiles run out (the
+    streaming kernels of validate_concurrent start only then). With fix-up 'reduce' a reduction
+    kernel follows, its blocks waiting for all the CTAs."""
     sk = streamk_split(M, N, K, c)
     G, w, head, kt, q = c.grid, sk["w"], sk["head"], sk["kt"], sk["q"]
     mains = []
+    dp = -1
     if q:
-        _linear_gemm_kernel(wl, "gemm_dp", M, N, K, c, a, b, out, q * G)
+        _linear_gemm_kernel(wl, "gemm_dp", M, N, K, c, a, b, out, q * G, ctas=G)
         wl.launches.add(kernel=len(wl.kernels) - 1, stream=0, priority=2)
-        mains.append(len(wl.launches) - 1)
+        dp = len(wl.launches) - 1
+        mains.append(dp)
     if not sk["sk_tiles"]:
         return
     split = max(1, math.ceil(sk["pieces"] / sk["sk_tiles"]))
     ws = add_buffer(wl, "workspace", max(G * c.tm * c.tn * 4, M * N * 4 * split), dtype=isa.FP32)
     j_sk = q * G * kt
+    def continues(cta0: int) -> dict:  # the data-parallel CTAs go on with their stream-K ranges
+        return dict(continues=dp + 1, continue_offset=cta0) if dp >= 0 else {}
+
     if head:
         _streamk_kernel(wl, "gemm_streamk_head", M, N, K, c, a, b, out, ws, sk, 0, head, w + 1, j_sk)
-        wl.launches.add(kernel=len(wl.kernels) - 1, stream=1, priority=1)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=1, priority=1, **continues(0))
         mains.append(len(wl.launches) - 1)
     if w:
         _streamk_kernel(wl, "gemm_streamk", M, N, K, c, a, b, out, ws, sk, head, G - head, w, j_sk + head * (w + 1))
-        wl.launches.add(kernel=len(wl.kernels) - 1, stream=2, priority=0)
+        wl.launches.add(kernel=len(wl.kernels) - 1, stream=2, priority=0, **continues(head))
         mains.append(len(wl.launches) - 1)
     if c.fixup == "reduce":
         _streamk_reduce_kernel(wl, "splitk_reduce", M, N, K, c, ws, out, sk, j_sk)

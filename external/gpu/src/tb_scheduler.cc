@@ -73,13 +73,22 @@ void TbScheduler::setup() {
                                         std::to_string(k.regs_per_thread()) + ", smem " + std::to_string(k.smem_bytes()) + " B)");
     if (L.dk->uses_remote && !ctx_.has_ports && wl.num_gpus() > 1)
       throw ConfigError("topology", ctx_.name() + " has no NVLink port but kernel " + quote(k.name()) + " accesses peers");
+    if (!k.persistent() && (k.ctas() || k.dynamic_blocks()))
+      throw ConfigError("workload", "kernel " + quote(k.name()) + ": ctas and dynamic_blocks belong to a persistent kernel");
     L.blocks_per_sm = static_cast<std::uint32_t>(bps);
     L.sm_share = std::max({static_cast<double>(k.threads_per_block()) / cfg.max_threads_per_sm,
                            static_cast<double>(k.regs_per_thread()) * k.threads_per_block() / cfg.regs_per_sm,
                            static_cast<double>(k.smem_bytes()) / static_cast<double>(cfg.smem_per_sm),
                            1.0 / cfg.max_blocks_per_sm});
     L.total = L.dk->num_blocks;
-    L.ctas = k.persistent() ? std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count) : L.total;
+    L.ctas = !k.persistent() ? L.total
+             : k.ctas()      ? k.ctas()  // CTAs without a block of their own may still have a continuation
+                             : std::min<std::uint32_t>(L.total, L.blocks_per_sm * L.sm_count);
+    L.next_logical = 0;  // dynamic_blocks: the first block of the next group a cluster takes
+    if (k.dynamic_blocks()) {
+      L.dyn_groups.assign((L.ctas + std::max(1u, k.cluster_ctas()) - 1) / std::max(1u, k.cluster_ctas()), {});
+      L.dyn_begun.assign(L.ctas, 0);
+    }
     L.block_done.assign(L.total, 0);
     L.row_done.assign(k.grid_y(), 0);
     L.col_done.assign(k.grid_x(), 0);
@@ -120,6 +129,7 @@ void TbScheduler::setup() {
         launches_[a].successors.push_back(i);
       }
     ++launches_left_;
+    if (L.la->continues()) setup_continuation(L);
   }
   for (auto& L : launches_)
     if (L.mine) dispatch_order_.push_back(L.index);
@@ -131,6 +141,25 @@ void TbScheduler::setup() {
       L.from_host = true;
       release(L.index);
     }
+}
+
+void TbScheduler::setup_continuation(LaunchState& C) {
+  const auto& k = *C.dk->k;
+  const std::uint32_t pi = C.la->continues() - 1, off = C.la->continue_offset();
+  auto bad = [&](const std::string& why) {
+    return ConfigError("workload", "launch " + std::to_string(C.index) + " of " + quote(k.name()) +
+                                       " continues launch " + std::to_string(pi) + ": " + why);
+  };
+  if (pi >= C.index || !launches_[pi].mine) throw bad("that must be an earlier launch on the same GPUs");
+  LaunchState& P = launches_[pi];
+  if (C.pending_preds || C.la->deps_size() || C.la->start_ns() != P.la->start_ns())
+    throw bad("it starts with that launch: no stream predecessor, after or deps, the same start_ns");
+  if (k.persistent() || C.prelaunch || C.cluster_ctas != P.cluster_ctas || off % std::max(1u, P.cluster_ctas))
+    throw bad("its CTAs take over that launch's, so it is not persistent, has no pre-launch sync, the same "
+              "clusters, and an offset of whole clusters");
+  if (off + C.ctas > P.ctas) throw bad("it has more CTAs than that launch from offset " + std::to_string(off));
+  C.continuation = true;
+  P.continuations.emplace_back(C.index, off);
 }
 
 void TbScheduler::release(std::uint32_t li) {
@@ -208,28 +237,76 @@ void TbScheduler::on_dispatch() {
 void TbScheduler::dispatch() {
   for (std::uint32_t li : dispatch_order_) {
     LaunchState& L = launches_[li];
-    if (!L.released || L.done) continue;
+    if (!L.released || L.done || L.continuation) continue;
     if (L.prelaunch) register_ahead(L);
+    const bool dynamic = L.dk->k->dynamic_blocks();
     while (L.next_cta < L.ctas) {
       const std::uint32_t cta = cta_at(L, L.next_cta);
       if (L.prelaunch && !L.sync_ok[cta]) break;
-      if (!deps_ready(L, cta)) break;
+      // the block it starts with: its own, or a dynamic kernel's next one (if any is left)
+      const std::uint32_t first = dynamic ? L.next_logical : cta;
+      if (first < L.total && !deps_ready(L, first)) break;
       const bool new_cluster = L.cluster_slots && L.next_cta % L.cluster_ctas == 0;
       if (new_cluster && cluster_slots_used_ + L.cluster_slots > ctx_.cfg.max_clusters_4) break;
-      std::uint32_t chosen = ~0u;
-      for (std::uint32_t j = 0; j < L.sm_count; ++j) {
-        const std::uint32_t s = L.sm_first + (L.sm_cursor + j) % L.sm_count;
-        if (fits(sms_[s], L)) {
-          chosen = s;
-          break;
-        }
+      if (L.cluster_ctas == kSmsPerTpc && L.next_cta + 1 < L.ctas) {
+        // A 2-CTA cluster goes as a unit onto both SMs of one TPC (66 such clusters fit the
+        // 132-SM H100: cuOccupancyMaxActiveClusters, h100_partitions_clusters.csv).
+        const std::uint32_t mate = cta_at(L, L.next_cta + 1), mate_first = dynamic ? first + 1 : mate;
+        if ((L.prelaunch && !L.sync_ok[mate]) || (mate_first < L.total && !deps_ready(L, mate_first))) break;
+        const std::uint32_t s = pick_tpc(L);
+        if (s == ~0u) break;
+        place(L, s);
+        place(L, s + 1);
+      } else {
+        const std::uint32_t s = pick_sm(L);
+        if (s == ~0u) break;
+        if (new_cluster) cluster_slots_used_ += L.cluster_slots;
+        place(L, s);
       }
-      if (chosen == ~0u) break;
-      if (new_cluster) cluster_slots_used_ += L.cluster_slots;
-      place(L, chosen);
       if (L.prelaunch) register_ahead(L);
     }
   }
+}
+
+std::uint32_t TbScheduler::tpc_blocks(std::uint32_t s) const {
+  const std::uint32_t first = s - s % kSmsPerTpc;
+  std::uint32_t n = 0;
+  for (std::uint32_t m = first; m < first + kSmsPerTpc && m < sms_.size(); ++m) n += sms_[m].blocks;
+  return n;
+}
+
+// Hopper's block scheduler spreads a grid over the TPCs before it doubles up on one: a plain
+// grid of 8-32 CTAs on an idle H100 / H200 lands one CTA per TPC on even SMs (%smid,
+// docs/MEASUREMENTS.md), and CTAs released as a busy GPU frees SMs pile onto those SMs
+// (h100_concurrent.csv's stream_sms). So: the SM that fits whose TPC holds the fewest blocks,
+// then the SM holding the fewest, then the lowest index.
+std::uint32_t TbScheduler::pick_sm(const LaunchState& L) const {
+  std::uint32_t best = ~0u, best_tpc = 0, best_sm = 0;
+  for (std::uint32_t s = L.sm_first; s < L.sm_first + L.sm_count; ++s) {
+    if (!fits(sms_[s], L)) continue;
+    const std::uint32_t t = tpc_blocks(s), b = sms_[s].blocks;
+    if (best == ~0u || t < best_tpc || (t == best_tpc && b < best_sm)) {
+      best = s;
+      best_tpc = t;
+      best_sm = b;
+    }
+  }
+  return best;
+}
+
+// The first SM of the least-loaded TPC inside L's partition whose SMs both fit a CTA of L.
+std::uint32_t TbScheduler::pick_tpc(const LaunchState& L) const {
+  std::uint32_t best = ~0u, best_load = 0;
+  const std::uint32_t end = L.sm_first + L.sm_count;
+  for (std::uint32_t s = L.sm_first + L.sm_first % kSmsPerTpc; s + 1 < end; s += kSmsPerTpc) {
+    if (!fits(sms_[s], L) || !fits(sms_[s + 1], L)) continue;
+    const std::uint32_t load = sms_[s].blocks + sms_[s + 1].blocks;
+    if (best == ~0u || load < best_load) {
+      best = s;
+      best_load = load;
+    }
+  }
+  return best;
 }
 
 void TbScheduler::register_ahead(LaunchState& L) {
@@ -249,13 +326,17 @@ void TbScheduler::prelaunch_released(std::uint32_t launch, std::uint32_t cta) {
 }
 
 void TbScheduler::place(LaunchState& L, std::uint32_t s) {
+  start_cta(occupy(L, s, cta_at(L, L.next_cta++)));
+}
+
+// CTA `cta` of L takes SM s: its resources and a block slot.
+std::uint32_t TbScheduler::occupy(LaunchState& L, std::uint32_t s, std::uint32_t cta) {
   const auto& k = *L.dk->k;
   SmOccupancy& sm = sms_[s];
   sm.blocks += 1;
   sm.threads += k.threads_per_block();
   sm.regs += k.regs_per_thread() * k.threads_per_block();
   sm.smem += k.smem_bytes();
-  L.sm_cursor = (s - L.sm_first + 1) % L.sm_count;
   if (L.first_cta_ps == kNever) L.first_cta_ps = ctx_.now();
   std::uint32_t tbi;
   if (free_tbs_.empty()) {
@@ -271,9 +352,27 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
   tb.seq = seq + 1;
   tb.launch = L.index;
   tb.sm = s;
-  tb.cta = cta_at(L, L.next_cta++);
+  tb.cta = cta;
+  tb.slot_launch = L.index;
+  tb.slot_cta = cta;
   tb.placed_ps = ctx_.now();
-  begin_block(tbi, tb.cta);
+  return tbi;
+}
+
+// A placed CTA begins its first block: its own, or a dynamic kernel's next one; a dynamic CTA
+// that finds none left leaves at once (handing its SM to a continuation).
+void TbScheduler::start_cta(std::uint32_t tbi) {
+  Tb& tb = tbs_[tbi];
+  LaunchState& L = launches_[tb.launch];
+  const auto& k = *L.dk->k;
+  const std::uint32_t first = k.dynamic_blocks() ? next_dynamic_block(L, tb.cta) : tb.cta;
+  if (first >= L.total) return exit_cta(tbi);  // a persistent CTA with no block (left)
+  begin_block(tbi, first);
+  if (k.dynamic_blocks() && !deps_ready(L, first)) {  // a cluster mate whose block is not ready
+    tb.state = TbState::kWaitDep;
+    L.dep_waiters.push_back(tbi);
+    return;
+  }
   const auto& c = k.cais();
   if (!L.prelaunch && c.enabled() && c.pre_launch_sync() && L.participants > 1 && ctx_.has_ports) {
     // persistent kernels: every CTA is resident on every GPU, so it can wait on its SM
@@ -284,6 +383,60 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
   } else {
     ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, tbi);
   }
+}
+
+// The next block of a dynamic kernel's CTA (L.total when none is left): block g + cta mod n of
+// the next group g its cluster of n CTAs took, a new group from the counter if its mates have
+// not taken one it has yet to begin.
+std::uint32_t TbScheduler::next_dynamic_block(LaunchState& L, std::uint32_t cta) {
+  const std::uint32_t n = std::max(1u, L.dk->k->cluster_ctas());
+  auto& groups = L.dyn_groups[cta / n];
+  std::uint32_t& begun = L.dyn_begun[cta];
+  if (begun == groups.size()) {
+    if (L.next_logical >= L.total) return L.total;
+    groups.push_back(L.next_logical);
+    L.next_logical += n;
+  }
+  return std::min(L.total, groups[begun++] + cta % n);
+}
+
+// A CTA with no block left frees its SM, or hands it to the launch that continues it.
+void TbScheduler::exit_cta(std::uint32_t tbi) {
+  Tb& tb = tbs_[tbi];
+  LaunchState& L = launches_[tb.launch];
+  const auto& k = *L.dk->k;
+  const std::uint32_t s = tb.sm, cta = tb.cta, slot_launch = tb.slot_launch, slot_cta = tb.slot_cta;
+  SmOccupancy& sm = sms_[s];
+  sm.blocks -= 1;
+  sm.threads -= k.threads_per_block();
+  sm.regs -= k.regs_per_thread() * k.threads_per_block();
+  sm.smem -= k.smem_bytes();
+  L.resident_ps += ctx_.now() - tb.placed_ps;
+  tb.state = TbState::kFree;
+  free_tbs_.push_back(tbi);
+  LaunchState* next = nullptr;
+  std::uint32_t next_cta = 0;
+  for (const auto& [ci, off] : L.continuations)
+    if (cta >= off && cta - off < launches_[ci].ctas) {
+      next = &launches_[ci];
+      next_cta = cta - off;
+      break;
+    }
+  if (!next) {  // it leaves its cluster
+    LaunchState& O = launches_[slot_launch];
+    if (O.cluster_slots && --O.cluster_left[slot_cta / O.cluster_ctas] == 0) cluster_slots_used_ -= O.cluster_slots;
+  }
+  if (++L.retired_ctas == L.ctas) launch_done(L);
+  if (!next) return;
+  if (!next->released || !fits(sm, *next))
+    throw InvariantError(ctx_.name() + ": launch " + std::to_string(next->index) + " cannot continue CTA " +
+                         std::to_string(cta) + " of launch " + std::to_string(L.index) +
+                         (next->released ? " (its CTA does not fit the SM)" : " (not launched yet)"));
+  ++next->next_cta;
+  const std::uint32_t t = occupy(*next, s, next_cta);
+  tbs_[t].slot_launch = slot_launch;
+  tbs_[t].slot_cta = slot_cta;
+  start_cta(t);
 }
 
 void TbScheduler::begin_block(std::uint32_t tbi, std::uint32_t logical) {
@@ -317,7 +470,7 @@ void TbScheduler::retire(std::uint32_t tbi) {
   ++L.col_done[tb.bx];
   ++L.done_blocks;
   ++tbs_done_;
-  const std::uint32_t next = tb.block + L.ctas;
+  const std::uint32_t next = L.dk->k->dynamic_blocks() ? next_dynamic_block(L, tb.cta) : tb.block + L.ctas;
   if (L.dk->k->persistent() && next < L.total) {
     begin_block(tbi, next);
     if (deps_ready(L, next)) {
@@ -328,17 +481,7 @@ void TbScheduler::retire(std::uint32_t tbi) {
       L.dep_waiters.push_back(tbi);
     }
   } else {
-    const auto& k = *L.dk->k;
-    SmOccupancy& sm = sms_[tb.sm];
-    sm.blocks -= 1;
-    sm.threads -= k.threads_per_block();
-    sm.regs -= k.regs_per_thread() * k.threads_per_block();
-    sm.smem -= k.smem_bytes();
-    L.resident_ps += ctx_.now() - tb.placed_ps;
-    tb.state = TbState::kFree;
-    free_tbs_.push_back(tbi);
-    if (L.cluster_slots && --L.cluster_left[tb.cta / L.cluster_ctas] == 0) cluster_slots_used_ -= L.cluster_slots;
-    if (++L.retired_ctas == L.ctas) launch_done(L);
+    exit_cta(tbi);
   }
   recheck_dependencies();
   dispatch();

@@ -8,12 +8,16 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cais/gpu/drift.h"
 #include "cais/gpu/gpu_context.h"
 
 namespace cais::gpu {
+
+// SMs per texture processing cluster (TPC) on Hopper: the pair a 2-CTA cluster occupies.
+inline constexpr std::uint32_t kSmsPerTpc = 2;
 
 enum class TbState : std::uint8_t { kFree, kSyncLaunch, kRunning, kWaitMem, kWaitFlag, kWaitSync, kWaitDep };
 
@@ -43,6 +47,9 @@ struct Tb {
   TimePs wait_since = 0;
   TimePs placed_ps = 0;  // when the block took its SM (its resources are held from then on)
   std::uint32_t group = 0;
+  // The launch and CTA whose thread-block cluster this CTA belongs to (itself, or the launch it
+  // continues: a continued CTA stays in its cluster's slot until it leaves for good).
+  std::uint32_t slot_launch = 0, slot_cta = 0;
 };
 
 // Resources of one SM held by resident blocks.
@@ -58,7 +65,15 @@ struct LaunchState {
   bool mine = false, released = false, done = false, from_host = false;
   std::uint32_t pending_preds = 0;
   std::vector<std::uint32_t> successors;  // launch indices waiting for this one
-  std::uint32_t sm_first = 0, sm_count = 0, sm_cursor = 0;
+  // Launches whose CTAs continue this one's (Launch.continues): (launch, CTA offset); and
+  // whether this launch is such a continuation (it places no CTA itself).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> continuations;
+  bool continuation = false;
+  // dynamic_blocks: a cluster takes a group of cluster_ctas consecutive blocks at a time (its CTAs
+  // work in step, as a cluster's do): the groups each cluster took, and how many each CTA began.
+  std::vector<std::vector<std::uint32_t>> dyn_groups;
+  std::vector<std::uint32_t> dyn_begun;
+  std::uint32_t sm_first = 0, sm_count = 0;
   std::uint32_t blocks_per_sm = 0;
   std::uint32_t total = 0, ctas = 0;        // logical blocks, physical blocks (persistent)
   std::uint32_t next_cta = 0, next_logical = 0, retired_ctas = 0, done_blocks = 0;
@@ -119,10 +134,18 @@ class TbScheduler {
 
  private:
   void release(std::uint32_t li);
+  void setup_continuation(LaunchState& C);
   void dispatch();
   bool deps_ready(const LaunchState& L, std::uint32_t block) const;
   bool fits(const SmOccupancy& sm, const LaunchState& L) const;
+  std::uint32_t tpc_blocks(std::uint32_t sm) const;
+  std::uint32_t pick_sm(const LaunchState& L) const;
+  std::uint32_t pick_tpc(const LaunchState& L) const;
   void place(LaunchState& L, std::uint32_t sm);
+  std::uint32_t occupy(LaunchState& L, std::uint32_t sm, std::uint32_t cta);
+  void start_cta(std::uint32_t tbi);
+  void exit_cta(std::uint32_t tbi);
+  std::uint32_t next_dynamic_block(LaunchState& L, std::uint32_t cta);
   void begin_block(std::uint32_t tbi, std::uint32_t logical);
   void register_ahead(LaunchState& L);
   void recheck_dependencies();
