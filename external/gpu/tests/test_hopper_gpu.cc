@@ -564,28 +564,6 @@ TEST(Hopper, HigherPriorityLaunchesGetFreedSmsFirst) {
   EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel0.k.end"], 1000 + 4 * (10 + 512));
 }
 
-TEST(Hopper, AKernelStartsWhenItsFirstCtaTakesAnSm) {
-  // As above, but both launches at priority 0: the second, released with the first (launch
-  // ready at 1000 ns), finds every SM held, and the SMs the first launch's first wave frees go
-  // to its own second wave (earlier in the dispatch order); the second launch's first CTA takes
-  // an SM only when that wave retires. first_cta is that instant (where CUPTI starts a kernel);
-  // start stays the launch-ready time.
-  auto wl = one_kernel(1, 8);
-  wl.mutable_kernels(0)->set_smem_bytes(200 * 1024);
-  auto* m = add(wl, isa::MMA);
-  m->set_m(128);
-  m->set_n(128);
-  m->set_k(64);
-  auto* la = wl.add_launches();
-  la->set_kernel(0);
-  la->set_stream(1);
-  auto r = run(wl);
-  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel0.k.first_cta"], 1000);
-  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.start"], 1000);
-  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.first_cta"], 1000 + 2 * (10 + 512));
-  EXPECT_DOUBLE_EQ(r.stats["gpu0.kernel1.k.end"], 1000 + 4 * (10 + 512));
-}
-
 TEST(Hopper, BadWorkloadsAreConfigErrorsNamingTheKernel) {
   auto wl = one_kernel();
   wl.mutable_kernels(0)->set_smem_bytes(300 * 1024);

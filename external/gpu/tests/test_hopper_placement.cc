@@ -51,6 +51,22 @@ std::map<std::string, double> run_on(const isa::Workload& wl, std::uint32_t sms)
   return run_config(h, c);
 }
 
+TEST(Placement, AKernelStartsWhenItsFirstCtaTakesAnSm) {
+  // Two launches of 8 blocks on 4 SMs, released together at priority 0: the second finds every
+  // SM held, and the SMs the first launch's first wave frees go to its own second wave (earlier
+  // in the dispatch order). first_cta (where CUPTI starts a kernel) is when the second launch's
+  // first CTA takes an SM; start stays the instant its launch was ready.
+  isa::Workload wl = empty();
+  mma_kernel(wl, "k", 8);
+  launch(wl, 0, 0);
+  launch(wl, 0, 1);
+  auto st = run_on(wl, 4);
+  EXPECT_DOUBLE_EQ(st["gpu0.kernel0.k.first_cta"], kLaunch);
+  EXPECT_DOUBLE_EQ(st["gpu0.kernel1.k.start"], kLaunch);
+  EXPECT_DOUBLE_EQ(st["gpu0.kernel1.k.first_cta"], kLaunch + 2 * kWave);
+  EXPECT_DOUBLE_EQ(st["gpu0.kernel1.k.end"], kLaunch + 4 * kWave);
+}
+
 TEST(Placement, APlainGridTakesOneSmPerTpcSoA2CtaClusterWaitsForAWholeTpc) {
   // 4 SMs = 2 TPCs. Two plain CTAs go one per TPC (SMs 0 and 2, as Hopper's scheduler spreads a
   // grid), so a 2-CTA cluster released with them finds no TPC with both SMs free and starts when
