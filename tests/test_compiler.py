@@ -94,7 +94,7 @@ def test_ring_and_rank_dependent_accesses_are_refused():
     b.launch(ki, b.stream("main"))
     mc = b.buffer("mc", 1 << 20, multicast=True)
     shard = b.buffer("shard", 1 << 17)
-    b.launch(nvls.collective(b, "rs", "reduce_scatter", 1 << 20, mc=mc, shard=shard, cfg=nvls.NvlsConfig(4, 32768)),
+    b.launch(nvls.collective(b, "rs", "reduce_scatter", 1 << 20, tensor=mc, shard=shard, cfg=nvls.NvlsConfig(4, 32768)),
              b.stream("main"))
     b.launch(ring.collective(b, "ar", "all_reduce", 1 << 20, data=buf, cfg=ring.RingConfig(channels=2)),
              b.stream("main"))

@@ -31,6 +31,16 @@ SRC = """
   cais.sync
   bar
 .end
+.kernel copy grid=16x1 threads=640 regs=64 smem=0
+  .group scatter
+    loop 4
+      ld.async buf=A addr=[32768*bx + 4096*L0] rows=1 row_bytes=4096 reg=1
+      wait scope=local
+      st buf=C addr=[128*bx] rows=1 row_bytes=128 reg=1
+    endloop
+  .group gather
+    flag.wait buf=C addr=[8*bx] value=8
+.end
 .launch gemm stream=0 priority=1 sms=0+66
 .launch gemm gpus=0,1 stream=1 priority=0 after=0 dep=0:1/2:0:1 dep=0:all dep=0:row:1/1:0:0 dep=1:col:2/1:-1:1 start_ns=3.5
 """
@@ -57,6 +67,11 @@ def test_round_trip():
     regs = [(i.op, i.reg, i.src_reg) for i in k.program if i.reg]
     assert regs == [(t.isa.MM_LD_REDUCE, 2, 0), (t.isa.ALU, 2, 8), (t.isa.MM_ST, 2, 0)]
     assert "alu elements=32 reg=2 src_reg=8 fpe=1.0" in text
+    copy = w.kernels[1]
+    assert not copy.program and [g.name for g in copy.warp_groups] == ["scatter", "gather"]
+    assert [i.op for i in copy.warp_groups[0].program][:2] == [t.isa.LOOP, t.isa.LD]
+    assert copy.warp_groups[1].program[0].op == t.isa.FLAG_WAIT
+    assert "\n  .group gather\n    flag.wait" in text
     r = w.buffers[2]
     assert (r.arrival_flag_buffer, r.arrival_region_bytes) == (3, 8192)  # flag buffer declared after it
     assert " arrivals=RFLAGS:8192" in text and not w.buffers[0].arrival_region_bytes
@@ -78,6 +93,9 @@ def test_affine_eval_and_invariance():
     ".workload x\n.buffer A bytes=8\n.kernel k grid=1x1\n  ld buf=A addr=[3*q]\n.end",
     ".workload x\n.buffer A bytes=4096 arrivals=F:0\n.buffer F bytes=8",
     ".workload x\n.buffer A bytes=4096 arrivals=Nope:128",
+    ".workload x\n.group g",
+    ".workload x\n.buffer A bytes=8\n.kernel k grid=1x1\n  bar\n  .group g\n  bar\n.end",
+    ".workload x\n.kernel k grid=1x1\n  .group g\n  loop 2\n  .group h\n.end",
 ])
 def test_errors_name_the_line(bad):
     with pytest.raises(t.IsaSyntaxError, match="line"):

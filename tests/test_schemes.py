@@ -12,6 +12,7 @@ import pytest
 import math
 
 from harness import schemes
+from harness.kernels import nvls
 from harness.kernels.gemm import plan
 from harness.workload import build, from_config
 
@@ -135,8 +136,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     the whole activation; per GPU: NVLS ld_reduce answers the switch's reads of D (every member's
     copy of the slices being reduced) and multimem.st sends D/N; NCCL's ring sends 2(N-1)/N D for
     an AllReduce; FuseLib: the partial tiles to their owners and the sums back, 2(N-1)/N D) plus
-    the flags: 8 B per flag write (NVLS: 2 barriers of N-1 writes per channel
-    for an AllReduce, 1 for RS/AG; ring: one per step per channel per chunk)."""
+    the flags: 8 B per flag write (NVLS: 2 x N-1 writes per channel and step; ring: one per
+    step per channel per chunk)."""
     if scheme == "ladm":
         return ladm_bytes(phase, workload)
     if scheme == "cais_base":
@@ -179,12 +180,14 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
             out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1)
             continue
         chunks = params.chunks if scheme == "coconet_nvls" else 1
+        steps = nvls.geometry(D, G, nvls.NvlsConfig(channels=C), chunks).steps
+        # per channel and step two flags to the N-1 peers: scattered and landed (all_reduce),
+        # scattered and slot freed (reduce_scatter), landed and slot freed (all_gather)
+        out["write"] += G * 8 * C * chunks * steps * 2 * (G - 1)
         if op.kind in ("all_reduce", "reduce_scatter"):
             out["read_resp"] += G * D
-            out["write"] += G * 8 * C * (G - 1) * chunks  # pre-chunk barrier
         if op.kind in ("all_reduce", "all_gather"):
             out["mm_st"] += G * D // G
-            out["write"] += G * 8 * C * (G - 1)  # closing barrier
     return out
 
 

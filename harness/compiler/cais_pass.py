@@ -18,6 +18,8 @@ groups of different kernels never collide.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from harness.compiler import coordination as coord
 from harness.compiler.index_analysis import variance_reason
 from harness.compiler.report import CompileReport, Decision, KernelReport
@@ -88,6 +90,9 @@ def compile_kernel(wl, ki: int, num_gpus: int, coordination: coord.Coordination,
     if not why and n != num_gpus:
         why = f"launched on {n} GPUs, not the {num_gpus} asked for"
     decisions = [d for pc, ins in enumerate(k.program) if (d := _decide(wl, ins, pc)) is not None]
+    for g in k.warp_groups:  # the engine gives a warp-specialised CTA no TB group: report only
+        decisions += [replace(d, group=g.name) for pc, ins in enumerate(g.program) if (d := _decide(wl, ins, pc))]
+        why = why or "is warp-specialised (a CTA of warp groups has no CAIS TB group)"
     if why:
         rep.refused = why
         rep.decisions = [Decision(d.pc, d.op, "refused", reason=f"kernel {why}") if d.action == "rewritten" else d

@@ -12,6 +12,7 @@ class Decision:
     action: str        # rewritten | refused | kept (already a .cais instruction)
     new_op: str = ""   # mnemonic after a rewrite
     reason: str = ""   # why it was refused
+    group: str = ""    # the warp group whose program `pc` indexes ('' : the kernel's program)
 
 
 @dataclass
@@ -61,5 +62,6 @@ class CompileReport:
             lines.append(f"{k.name}: {groups}{sync}")
             for d in k.decisions:
                 what = f"-> {d.new_op}" if d.action == "rewritten" else (d.reason or d.action)
-                lines.append(f"  pc {d.pc} {d.op}: {d.action} {what}".rstrip())
+                where = f"{d.group} pc {d.pc}" if d.group else f"pc {d.pc}"
+                lines.append(f"  {where} {d.op}: {d.action} {what}".rstrip())
         return "\n".join(lines)

@@ -135,7 +135,7 @@ def isa_workload(cfg: DictConfig, row: pd.Series, params: dict[str, Any]) -> byt
     if algo == "nvls":
         mc = b.buffer("data", nbytes, multicast=True)
         shard = b.buffer("shard", nbytes // gpus)
-        ki = nvls.collective(b, "collective", op, nbytes, mc=mc, shard=shard, cfg=nvls.NvlsConfig(channels=channels))
+        ki = nvls.collective(b, "collective", op, nbytes, tensor=mc, shard=shard, cfg=nvls.NvlsConfig(channels=channels))
     else:
         data = b.buffer("data", nbytes)
         ki = ring.collective(b, "collective", op, nbytes, data=data, cfg=ring.RingConfig(channels=channels))

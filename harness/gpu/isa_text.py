@@ -17,7 +17,9 @@ Example::
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
 [multicast] [l2_resident] [arrivals=FLAGS:REGION_BYTES]`` (a red.cais arrival counter: the
 flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region), ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]``,
-``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.end``,
+``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.group NAME``
+(inside a kernel: the instructions that follow, up to the next ``.group`` or ``.end``, are that
+warp group's program, isa.proto Kernel.warp_groups), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
 [dep=LAUNCH:all | dep=LAUNCH:[row:|col:]NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch;
 ``row:`` / ``col:`` key the range on the consumer's block_y / block_x over the producer's rows /
@@ -300,6 +302,7 @@ def parse(text: str):
     arrival_flags: list[tuple[int, str, object]] = []  # (line, flag buffer name, buffer): resolved at the end
     kernels: dict[str, int] = {}
     kernel = None
+    program = None  # where instructions go: the kernel's program or its current warp group's
     depth = 0
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
@@ -341,7 +344,16 @@ def parse(text: str):
                     kernel.ctas = int(kv.get("ctas", 0))
                     kernel.cluster_ctas = int(kv.get("cluster", 0))
                     kernels[args[0]] = len(wl.kernels) - 1
+                    program = kernel.program
                     depth = 0
+                elif d == ".group":
+                    if kernel is None:
+                        raise ValueError(".group outside a kernel")
+                    if depth:
+                        raise ValueError("loop not closed before .group")
+                    if len(kernel.program):
+                        raise ValueError("a kernel has a program or warp groups, not both")
+                    program = kernel.warp_groups.add(name=args[0]).program
                 elif d == ".cais":
                     if kernel is None:
                         raise ValueError(".cais outside a kernel")
@@ -386,7 +398,7 @@ def parse(text: str):
             else:
                 if kernel is None:
                     raise ValueError("instruction outside a kernel")
-                ins = kernel.program.add()
+                ins = program.add()
                 parse_instr(s, buffers, ins)
                 depth += 1 if ins.op == isa.LOOP else -1 if ins.op == isa.ENDLOOP else 0
                 if depth < 0:
@@ -423,13 +435,17 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
             c = k.cais
             out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"
                        + " prelaunch" * c.pre_launch_sync + " preaccess" * c.pre_access_sync)
-        depth = 1
-        for ins in k.program:
-            if ins.op == isa.ENDLOOP:
-                depth -= 1
-            out.append("  " * depth + format_instr(ins, names))
-            if ins.op == isa.LOOP:
-                depth += 1
+        programs = [(None, k.program)] + [(g.name, g.program) for g in k.warp_groups]
+        for group, program in programs:
+            if group is not None:
+                out.append(f"  .group {group}")
+            depth = 1 if group is None else 2
+            for ins in program:
+                if ins.op == isa.ENDLOOP:
+                    depth -= 1
+                out.append("  " * depth + format_instr(ins, names))
+                if ins.op == isa.LOOP:
+                    depth += 1
         out.append(".end")
     for la in wl.launches:
         s = f".launch {knames[la.kernel]}"

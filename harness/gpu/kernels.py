@@ -35,13 +35,15 @@ def affine(base: int = 0, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int
 
 
 class Program:
-    """Appends instructions to a kernel's program."""
+    """Appends instructions to a kernel's program, or with `group` to a new warp group of that name
+    (a warp-specialised CTA runs its groups' programs side by side: isa.proto Kernel.warp_groups)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, group: str | None = None):
         self.k = kernel
+        self.instrs = kernel.program if group is None else kernel.warp_groups.add(name=group).program
 
     def ins(self, op, **kw):
-        i = self.k.program.add(op=op)
+        i = self.instrs.add(op=op)
         for key, v in kw.items():
             if isinstance(v, isa.Affine):
                 getattr(i, key).CopyFrom(v)

@@ -1,89 +1,234 @@
-"""NVLS collectives as tile-ISA kernels, following NCCL's NVLS algorithm on one NVSwitch node.
+"""NVLS collectives as tile-ISA kernels, following NCCL's NVLS algorithm on one NVSwitch node
+(src/device/all_reduce.h, reduce_scatter.h, all_gather.h: RunWorkColl<..., NCCL_ALGO_NVLS, ...>,
+the single-node branch; buffers from src/transport/nvls.cc).
 
-The tensor lives in a multicast object (every GPU holds a copy at the same offset, bytes D).
-Rank r owns the slice [r D/N, (r+1) D/N); `channels` CTAs (NCCL's NVLS channels, 16 by default,
-spec A15) split the slice and walk it in chunks:
-  all_reduce      multimem.ld_reduce of the chunk (the switch reads every member's copy and
-                  returns the sum), then multimem.st of the sum (the switch writes every member);
-  reduce_scatter  multimem.ld_reduce of the chunk, stored to the rank's local shard;
-  all_gather      the rank's shard loaded locally and multimem.st to every member.
-Cross-rank flags order them as NCCL's do: channel c of every rank meets channel c of the others
-before reading peers' data (reductions) and after its stores (so a consumer kernel that starts
-after this one finds every member's data in place).
+NCCL does not reduce in the user's tensor: each channel stages its data in NVLS buffers (a
+multicast object) and copies between them and the tensor. A channel is one CTA of 640 threads
+whose warps are specialised (one warp group each here, isa.proto Kernel.warp_groups):
+  all_reduce      scatter: copy the rank's tensor into the staging buffer `up`; reduce (the rank
+                  is the head of its 1/N of every step): multimem.ld_reduce of that part of `up`
+                  (the switch sums every member's copy) and multimem.st of the sum into `down` on
+                  every member; gather: copy `down` into the tensor.
+  reduce_scatter  scatter as above; reduce: multimem.ld_reduce of the rank's part, stored to its
+                  shard.
+  all_gather      bcast: the rank's shard loaded and multimem.st into `down` on every member;
+                  gather as above.
+A channel walks its range in steps (NCCL_NVLS_CHUNKSIZE, 128 KiB per head); a staging buffer
+holds `slots` steps (NCCL_STEPS), so a producer group runs at most that far ahead of the
+consumers that free its slots. Cross-rank flags (one per channel and step, counted to N) say that
+every rank has scattered a step (before a head reduces it) and that every head's multicast of a
+step has landed (before a rank gathers it).
+
+Layout: rank r's part of the tensor (the one it reduces, or its shard) is the r-th 1/N of it (of
+each chunk when `chunks` > 1); channel c takes the c-th 1/C of every part. NCCL interleaves the
+heads within each channel's range instead; the engine's memory does not see the difference.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from harness.gpu.isa_text import isa
-from harness.kernels.builder import WorkloadBuilder, affine
-from harness.kernels.flags import barrier
+from harness.kernels.builder import Program, WorkloadBuilder, affine
+from harness.kernels.flags import signal_peers
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+LINE = 128  # bytes: every part is whole NVLink lines
 
 
 @dataclass(frozen=True)
 class NvlsConfig:
-    channels: int = 16
-    chunk_bytes: int = 32768   # one ld_reduce / st instruction (NCCL's NVLS chunk is of this order)
-    threads: int = 512
+    channels: int = 16          # CTAs (NVLS_NCHANNELS_SM90, spec A15)
+    chunk_bytes: int = 32768    # one multimem.ld_reduce / multimem.st instruction of a channel
+    step_bytes: int = 131072    # NCCL_NVLS_CHUNKSIZE: what a step moves per head
+    slots: int = 8              # NCCL_STEPS: steps a staging buffer holds per channel
+    copy_bytes: int = 16384     # one round of a copy group: 8 warps x 32 threads x 4 x 16 B (COLL_UNROLL)
+    threads: int = 640          # NCCL_MAX_NTHREADS: scatter 8, gather 7, reduce 5 warps at 8 ranks
 
 
-def split(total: int, channels: int, chunk: int) -> tuple[int, int, int]:
-    """(bytes per channel, chunk bytes, chunks per channel) for a slice of `total` bytes."""
-    if total % channels:
-        raise ValueError(f"NVLS slice of {total} B does not split over {channels} channels")
-    per = total // channels
-    c = min(chunk, per)
-    while per % c:
-        c //= 2
-    return per, c, per // c
+def _split(total: int, most: int) -> tuple[int, int]:
+    """(count, size): `total` B as `count` equal parts of whole lines, each at most `most` B."""
+    n = max(1, -(-total // most))
+    while total % n or (total // n) % LINE:
+        n += 1
+    return n, total // n
 
 
-def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, mc: int, shard: int = -1,
+@dataclass(frozen=True)
+class _Geometry:
+    gpus: int
+    channels: int
+    chunks: int
+    region: int      # bytes of one chunk of the tensor (the whole tensor when chunks == 1)
+    part: int        # a channel's bytes of one rank's part of a chunk
+    steps: int
+    step: int        # a step's bytes per head
+    ins: int         # bytes of one ld_reduce / multicast instruction
+    copy: int        # bytes of one copy round
+
+    def addr(self, head=None, g_head=False, offset=0, inner=0) -> isa.Affine:
+        """Offset of (chunk L0, head, channel bx, step L1, + inner-loop term L2 [, L3]) in a
+        full-size buffer: the head is the loop L2 (head=None and g_head False: no head term,
+        `inner` counts L2), this GPU (g_head) or absent."""
+        seg = self.region // self.gpus
+        loops = [self.region, self.step]
+        if g_head:
+            loops.append(inner)
+            return affine(offset, g=seg, bx=self.part, loops=tuple(loops))
+        if head == "loop":
+            loops += [seg, inner]
+        else:
+            loops.append(inner)
+        return affine(offset, bx=self.part, loops=tuple(loops))
+
+    def shard_addr(self) -> isa.Affine:
+        """Offset of (step L1, instruction L2) of channel bx in the rank's shard (chunks == 1)."""
+        return affine(0, bx=self.part, loops=(0, self.step, self.ins))
+
+
+def geometry(nbytes: int, gpus: int, cfg: NvlsConfig, chunks: int = 1) -> _Geometry:
+    if nbytes % (chunks * gpus * cfg.channels * LINE):
+        raise ValueError(f"NVLS tensor of {nbytes} B does not split into {chunks} chunks x {gpus} GPUs x "
+                         f"{cfg.channels} channels of whole {LINE} B lines")
+    region = nbytes // chunks
+    part = region // (gpus * cfg.channels)
+    steps, step = _split(part, cfg.step_bytes)
+    _, ins = _split(step, cfg.chunk_bytes)
+    _, copy = _split(step, cfg.copy_bytes)
+    return _Geometry(gpus, cfg.channels, chunks, region, part, steps, step, ins, copy)
+
+
+def _signal_all(p: Program, flags: int, addr, gpus: int) -> None:
+    """Add 1 to the flag at `addr` on every GPU, this one included (another warp group waits)."""
+    signal_peers(p, flags, addr, gpus)
+    p.ins(isa.FLAG_SIGNAL, buffer=flags, addr=addr, value=1)
+
+
+class _Flags:
+    """Per channel and step: `ready` (every rank scattered it), `landed` (every head's multicast
+    of it arrived); per channel: `freed`, the steps whose slots the consumers gave back."""
+
+    def __init__(self, b: WorkloadBuilder, name: str, geo: _Geometry):
+        self.g = geo
+        self.per_step = geo.chunks * geo.channels * geo.steps
+        self.buf = b.flags(f"{name}.flags", 2 * self.per_step + geo.channels)
+
+    def _step(self, which: int):  # chunk L0, channel bx, step L1
+        g = self.g
+        return affine(8 * which * self.per_step, bx=8 * g.steps, loops=(8 * g.channels * g.steps, 8))
+
+    def ready(self):
+        return self._step(0)
+
+    def landed(self):
+        return self._step(1)
+
+    def freed(self):
+        return affine(16 * self.per_step, bx=8)
+
+    def wait_slot(self, p: Program, cfg: NvlsConfig, per_step: int) -> None:
+        """Before the channel's step t = L0 * steps + L1: the consumers have freed step t - slots
+        (each consumer adds `per_step` to the count once per step)."""
+        g = self.g
+        p.ins(isa.FLAG_WAIT, buffer=self.buf, addr=self.freed(),
+              value_of_block=affine(per_step * (1 - cfg.slots), loops=(per_step * g.steps, per_step)))
+
+
+def _copy(p: Program, src: int, dst: int, geo: _Geometry, src_addr, dst_addr) -> None:
+    """A step of every head copied in rounds (L2 head, L3 round): each round's loads, then its
+    stores (posted to L2) while the next round loads."""
+    p.loop(geo.gpus)
+    p.loop(geo.step // geo.copy)
+    p.ins(isa.LD, buffer=src, addr=src_addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
+    p.ins(isa.WAIT, scope=isa.LOCAL)
+    p.ins(isa.ST, buffer=dst, addr=dst_addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
+    p.end()
+    p.end()
+
+
+def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor: int, shard: int = -1,
                cfg: NvlsConfig = NvlsConfig(), chunks: int = 1, wait=None) -> int:
-    """Add an NVLS `kind` kernel over a multicast buffer `mc` of nbytes per GPU; `shard` is the
-    local [D/N] buffer a reduce_scatter writes / an all_gather reads. Returns the kernel index.
+    """Add an NVLS `kind` kernel over `tensor` (nbytes per GPU: the all_reduce's data, in place;
+    the reduce_scatter's input; the all_gather's output) and `shard` (the local nbytes/N the
+    reduce_scatter writes or the all_gather reads). Returns the kernel index.
 
-    chunks > 1 walks the tensor as consecutive chunks, each reduced like a whole tensor (rank r
-    takes the r-th 1/N of every chunk; CoCoNet-NVLS's chunked overlap); `wait(p)` emits what a
-    channel waits for before each chunk (e.g. the producer GEMM's tiles of it)."""
+    chunks > 1 (all_reduce only) walks the tensor as consecutive chunks, each reduced like a whole
+    tensor (CoCoNet-NVLS's chunked overlap); `wait(p)` emits what the scatter group waits for
+    before each chunk (e.g. the producer GEMM's tiles of it; L0 is the chunk)."""
     if kind not in KINDS:
         raise ValueError(f"unknown NVLS collective '{kind}'")
-    G, C = b.gpus, cfg.channels
-    if nbytes % (G * chunks):
-        raise ValueError(f"{name}: {nbytes} B does not split into {chunks} chunks over {G} GPUs")
-    chunk_total = nbytes // chunks
-    slice_bytes = chunk_total // G
-    per, chunk, n = split(slice_bytes, C, cfg.chunk_bytes)
-    flags = b.flags(f"{name}.flags", (chunks + 1) * C)
-    ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64)
-    p.loop(chunks)
-    if wait is not None:
-        wait(p)
-    if kind != "all_gather":  # every member's input of this chunk is in place
-        barrier(p, flags, affine(0, bx=8, loops=(8 * C,)), G)
-    mc_addr = affine(0, g=slice_bytes, bx=per, loops=(chunk_total, chunk))
-    local_addr = affine(0, bx=per, loops=(slice_bytes, chunk))
-    p.loop(n)
-    # the chunk travels through tile register 1 (values in functional runs); a channel waits for
-    # its chunk's data only (WAIT scope=LOCAL), so its posted stores of one chunk stay in flight
-    # while it reads the next, as NCCL's reduce warps stream a loop
-    if kind == "all_reduce":
-        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+    if chunks > 1 and kind != "all_reduce":
+        raise ValueError(f"{name}: a chunked NVLS collective is an all_reduce (CoCoNet-NVLS)")
+    G = b.gpus
+    geo = geometry(nbytes, G, cfg, chunks)
+    flags = _Flags(b, name, geo)
+    ki, _ = b.kernel(name, cfg.channels, 1, threads=cfg.threads, regs=64)
+    k = b.wl.kernels[ki]
+    up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
+    down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1
+    per_head = geo.addr(head="loop", inner=geo.copy)  # a copy round of head L2 (round L3)
+
+    if kind != "all_gather":  # scatter: tensor -> up, then `ready` to every rank
+        p = Program(k, "scatter")
+        p.loop(chunks)
+        if wait is not None:
+            wait(p)
+        p.loop(geo.steps)
+        # all_reduce: the rank's own gather frees a slot; reduce_scatter: every head's reduce
+        flags.wait_slot(p, cfg, 1 if kind == "all_reduce" else G)
+        _copy(p, tensor, up, geo, per_head, per_head)
+        p.ins(isa.WAIT, scope=isa.LOCAL)  # the step is in `up` before anyone reads it
+        _signal_all(p, flags.buf, flags.ready(), G)
+        p.end()
+        p.end()
+
+        p = Program(k, "reduce")  # this rank heads its part of every step
+        mine = geo.addr(g_head=True, inner=geo.ins)
+        p.loop(chunks)
+        p.loop(geo.steps)
+        p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.ready(), value=G)
+        p.loop(geo.step // geo.ins)
+        # posted multicast stores of one instruction stay in flight while it reads the next
+        p.ins(isa.MM_LD_REDUCE, buffer=up, addr=mine, rows=1, row_bytes=geo.ins, reg=1, is_async=True)
         p.ins(isa.WAIT, scope=isa.LOCAL)
-        p.ins(isa.MM_ST, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
-    elif kind == "reduce_scatter":
-        p.ins(isa.MM_LD_REDUCE, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+        if kind == "all_reduce":
+            p.ins(isa.MM_ST, buffer=down, addr=mine, rows=1, row_bytes=geo.ins, reg=1, is_async=True)
+        else:
+            p.ins(isa.ST, buffer=shard, addr=geo.shard_addr(), rows=1, row_bytes=geo.ins, reg=1, is_async=True)
+        p.end()
+        if kind == "all_reduce":
+            p.ins(isa.WAIT, count=0)  # every member holds the sums before they may gather them
+            _signal_all(p, flags.buf, flags.landed(), G)
+        else:
+            _signal_all(p, flags.buf, flags.freed(), G)  # its reads of every rank's slot are done
+        p.end()
+        p.end()
+    else:  # bcast: shard -> down on every member, then `landed` to every rank
+        p = Program(k, "bcast")
+        p.loop(chunks)
+        p.loop(geo.steps)
+        flags.wait_slot(p, cfg, G)  # every rank's gather has freed the slot
+        p.loop(geo.step // geo.ins)
+        p.ins(isa.LD, buffer=shard, addr=geo.shard_addr(), rows=1, row_bytes=geo.ins, reg=1, is_async=True)
         p.ins(isa.WAIT, scope=isa.LOCAL)
-        p.ins(isa.ST, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
-    else:
-        p.ins(isa.LD, buffer=shard, addr=local_addr, rows=1, row_bytes=chunk, reg=1, is_async=True)
+        p.ins(isa.MM_ST, buffer=down, addr=geo.addr(g_head=True, inner=geo.ins), rows=1, row_bytes=geo.ins,
+              reg=1, is_async=True)
+        p.end()
+        p.ins(isa.WAIT, count=0)
+        _signal_all(p, flags.buf, flags.landed(), G)
+        p.end()
+        p.end()
+
+    if kind != "reduce_scatter":  # gather: down -> tensor once every head's multicast landed
+        p = Program(k, "gather")
+        p.loop(chunks)
+        p.loop(geo.steps)
+        p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.landed(), value=G)
+        _copy(p, down, tensor, geo, per_head, per_head)
         p.ins(isa.WAIT, scope=isa.LOCAL)
-        p.ins(isa.MM_ST, buffer=mc, addr=mc_addr, rows=1, row_bytes=chunk, is_async=True, reg=1)
-    p.end()
-    p.end()
-    p.ins(isa.WAIT, count=0)
-    if kind != "reduce_scatter":  # every member's copy is complete
-        barrier(p, flags, affine(8 * C * chunks, bx=8), G)
+        if kind == "all_reduce":
+            p.ins(isa.FLAG_SIGNAL, buffer=flags.buf, addr=flags.freed(), value=1)
+        else:
+            _signal_all(p, flags.buf, flags.freed(), G)
+        p.end()
+        p.end()
     return ki

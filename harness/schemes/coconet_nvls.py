@@ -17,7 +17,7 @@ class CoconetNvlsParams(SchemeParams):
     chunks: int = 8
     """Chunks the AllReduce is cut into (rounded to divide the GEMM's row blocks)."""
     chunk_bytes: int = 32768
-    """Bytes one channel reduces and multicasts per step."""
+    """Bytes of one `multimem.ld_reduce` / `multimem.st` instruction of a channel (a step is 128 KiB)."""
 
     def check(self) -> None:
         self.require("channels", self.channels >= 1, ">= 1")
@@ -32,7 +32,7 @@ def lower(graph, target, params: CoconetNvlsParams):
     cfg = nvls.NvlsConfig(channels=params.channels, chunk_bytes=params.chunk_bytes)
 
     def emit(lw, op, data, chunks, wait, stream, after):
-        ki = nvls.collective(lw.b, op.name, "all_reduce", op.bytes, mc=data, cfg=cfg, chunks=chunks, wait=wait)
+        ki = nvls.collective(lw.b, op.name, "all_reduce", op.bytes, tensor=data, cfg=cfg, chunks=chunks, wait=wait)
         return lw.launch(op, ki, stream, after=after)
 
     return lower_chunked(graph, target, params, "coconet_nvls", emit)

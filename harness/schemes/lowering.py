@@ -112,11 +112,11 @@ class Lowering:
         src = self.tensors[op.deps[0]]
         if op.kind == "all_reduce":
             self.tensors[op.name] = src
-            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=src, cfg=cfg)
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, tensor=src, cfg=cfg)
         elif op.kind == "reduce_scatter":
-            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=src, shard=self.out_of(op), cfg=cfg)
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, tensor=src, shard=self.out_of(op), cfg=cfg)
         else:
-            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, mc=self.out_of(op), shard=src, cfg=cfg)
+            ki = nvls.collective(self.b, op.name, op.kind, op.bytes, tensor=self.out_of(op), shard=src, cfg=cfg)
         return self.launch(op, ki, stream, **kw)
 
     def plain(self, op: Op, stream: Stream | None = None, **kw) -> int:

@@ -1,8 +1,9 @@
 """TP-NVLS: Megatron tensor parallelism with NCCL's NVLS AllReduce (spec section 2.3).
 
 Kernel-serial on one stream: every GEMM, LN and attention kernel runs on all SMs, and each
-row-parallel GEMM's partial output is all-reduced by NCCL's NVLS kernel (ld_reduce + multimem.st
-on `channels` CTAs) once the GEMM has finished on every GPU (the paper's global barrier).
+row-parallel GEMM's partial output is all-reduced by NCCL's NVLS kernel (scatter into NCCL's
+staging buffer, ld_reduce + multimem.st, gather out, on `channels` CTAs; harness/kernels/nvls.py)
+once the GEMM has finished on every GPU (the paper's global barrier).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class TpNvlsParams(SchemeParams):
     channels: int = 16
     """NVLS channels (CTAs) of the collective kernel (NCCL's default at 8 GPUs, spec A15)."""
     chunk_bytes: int = 32768
-    """Bytes one channel reduces (ld_reduce) and multicasts (multimem.st) per step."""
+    """Bytes of one `multimem.ld_reduce` / `multimem.st` instruction of a channel (a step is 128 KiB)."""
 
     def check(self) -> None:
         self.require("channels", self.channels >= 1, ">= 1")

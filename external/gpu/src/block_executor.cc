@@ -130,7 +130,7 @@ void BlockExecutor::step(std::uint32_t tbi) {
   Tb& tb = ctx_.sched->tb(tbi);
   if (tb.state != TbState::kRunning) return;  // a stale wake-up
   const LaunchState& L = ctx_.sched->launch(tb.launch);
-  const auto& prog = L.dk->k->program();
+  const auto& prog = *L.dk->programs[tb.role].ins;
   const auto n = static_cast<std::uint32_t>(prog.size());
   for (;;) {
     if (tb.wait0) {
@@ -181,15 +181,16 @@ void BlockExecutor::finish(std::uint32_t tbi) {
 bool BlockExecutor::exec_control(Tb& tb, const LaunchState& L, const isa::Instr& ins) {
   if (ins.op() == isa::LOOP) {
     if (ins.count() == 0) {
-      tb.pc = L.dk->match[tb.pc] + 1;
+      tb.pc = L.dk->programs[tb.role].match[tb.pc] + 1;
     } else {
       tb.loops[tb.depth++] = 0;
       ++tb.pc;
     }
     return true;
   }
-  const std::uint32_t head = L.dk->match[tb.pc];
-  if (++tb.loops[tb.depth - 1] < L.dk->k->program(static_cast<int>(head)).count()) {
+  const DecodedProgram& prog = L.dk->programs[tb.role];
+  const std::uint32_t head = prog.match[tb.pc];
+  if (++tb.loops[tb.depth - 1] < prog.ins->Get(static_cast<int>(head)).count()) {
     tb.pc = head + 1;
   } else {
     --tb.depth;

@@ -67,6 +67,7 @@ void TbScheduler::setup() {
       L.dyn_groups.assign((L.ctas + std::max(1u, k.cluster_ctas()) - 1) / std::max(1u, k.cluster_ctas()), {});
       L.dyn_begun.assign(L.ctas, 0);
     }
+    if (k.warp_groups_size() > 1) L.groups_left.assign(L.ctas, static_cast<std::uint8_t>(k.warp_groups_size()));
     L.block_done.assign(L.total, 0);
     L.row_done.assign(k.grid_y(), 0);
     L.col_done.assign(k.grid_x(), 0);
@@ -132,6 +133,8 @@ void TbScheduler::setup_continuation(LaunchState& C) {
   LaunchState& P = launches_[pi];
   if (C.pending_preds || C.la->deps_size() || C.la->start_ns() != P.la->start_ns())
     throw bad("it starts with that launch: no stream predecessor, after or deps, the same start_ns");
+  if (k.warp_groups_size() || P.dk->k->warp_groups_size())
+    throw bad("a warp-specialised kernel neither continues nor is continued");
   if (k.persistent() || C.prelaunch || C.cluster_ctas != P.cluster_ctas || off % std::max(1u, P.cluster_ctas))
     throw bad("its CTAs take over that launch's, so it is not persistent, has no pre-launch sync, the same "
               "clusters, and an offset of whole clusters");
@@ -275,6 +278,19 @@ std::uint32_t TbScheduler::occupy(LaunchState& L, std::uint32_t s, std::uint32_t
   sm.regs += k.regs_per_thread() * k.threads_per_block();
   sm.smem += k.smem_bytes();
   if (L.first_cta_ps == kNever) L.first_cta_ps = ctx_.now();
+  const std::uint32_t tbi = new_tb();
+  Tb& tb = tbs_[tbi];
+  tb.launch = L.index;
+  tb.sm = s;
+  tb.cta = cta;
+  tb.slot_launch = L.index;
+  tb.slot_cta = cta;
+  tb.placed_ps = ctx_.now();
+  return tbi;
+}
+
+// A fresh thread-block record (reused when one is free).
+std::uint32_t TbScheduler::new_tb() {
   std::uint32_t tbi;
   if (free_tbs_.empty()) {
     tbi = static_cast<std::uint32_t>(tbs_.size());
@@ -287,13 +303,27 @@ std::uint32_t TbScheduler::occupy(LaunchState& L, std::uint32_t s, std::uint32_t
   const std::uint32_t seq = tb.seq;  // keep the token: stale wake-ups of a previous block stay stale
   tb = Tb{};
   tb.seq = seq + 1;
-  tb.launch = L.index;
-  tb.sm = s;
-  tb.cta = cta;
-  tb.slot_launch = L.index;
-  tb.slot_cta = cta;
-  tb.placed_ps = ctx_.now();
   return tbi;
+}
+
+// A warp-specialised CTA's other groups begin its block beside group 0 (`tbi`), on its SM and
+// within the resources it holds.
+void TbScheduler::start_warp_groups(std::uint32_t tbi) {
+  const auto groups = static_cast<std::uint32_t>(launches_[tbs_[tbi].launch].dk->programs.size());
+  for (std::uint32_t r = 1; r < groups; ++r) {
+    const std::uint32_t t = new_tb();  // may move tbs_: copy from the index
+    const Tb& lead = tbs_[tbi];
+    Tb& tb = tbs_[t];
+    tb.launch = lead.launch;
+    tb.sm = lead.sm;
+    tb.cta = lead.cta;
+    tb.slot_launch = lead.slot_launch;
+    tb.slot_cta = lead.slot_cta;
+    tb.placed_ps = lead.placed_ps;
+    tb.role = r;
+    begin_block(t, lead.block);
+    ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, t);
+  }
 }
 
 // A placed CTA begins its first block: its own, or a dynamic kernel's next one; a dynamic CTA
@@ -319,6 +349,7 @@ void TbScheduler::start_cta(std::uint32_t tbi) {
     ctx_.sync->request(tb.group, L.participants);
   } else {
     ctx_.schedule(ctx_.now() + ctx_.cfg.tb_overhead_ps, kTbStart, tbi);
+    if (!L.groups_left.empty()) start_warp_groups(tbi);
   }
 }
 
@@ -374,7 +405,7 @@ void TbScheduler::begin_block(std::uint32_t tbi, std::uint32_t logical) {
   if (ctx_.cfg.block_jitter_frac > 0)
     tb.jitter = std::clamp(
         1.0 + ctx_.cfg.block_jitter_frac * draws_.normal(DriftSource::kBlockJitter, tb.launch, logical), 0.5, 1.5);
-  ++launches_[tb.launch].tbs;
+  if (tb.role == 0) ++launches_[tb.launch].tbs;
 }
 
 std::uint32_t TbScheduler::participants_excluding(const LaunchState& L, std::uint32_t owner) const {
@@ -387,6 +418,11 @@ std::uint32_t TbScheduler::participants_excluding(const LaunchState& L, std::uin
 void TbScheduler::retire(std::uint32_t tbi) {
   Tb& tb = tbs_[tbi];
   LaunchState& L = launches_[tb.launch];
+  if (!L.groups_left.empty() && --L.groups_left[tb.cta] > 0) {  // its CTA's other groups still run
+    tb.state = TbState::kFree;
+    free_tbs_.push_back(tbi);
+    return;
+  }
   L.block_done[tb.block] = 1;
   ++L.row_done[tb.by];
   ++L.col_done[tb.bx];

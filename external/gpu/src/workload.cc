@@ -53,6 +53,64 @@ bool has_buffer(isa::Opcode op) {
   return op != isa::MMA && op != isa::ALU && op != isa::BAR && op != isa::WAIT && op != isa::CAIS_SYNC &&
          op != isa::LOOP && op != isa::ENDLOOP;
 }
+// Checks one instruction stream of kernel `k` (its program, or warp group `g`) and matches its loops.
+void decode_program(const isa::Workload& wl, const isa::Kernel& k, std::size_t gi, const isa::WarpGroup* g,
+                    DecodedKernel& dk) {
+  DecodedProgram& prog = dk.programs[gi];
+  const std::string group = g ? " warp group " + quote(g->name().empty() ? std::to_string(gi) : g->name()) : "";
+  auto where = [&](int i) { return "kernel " + quote(k.name()) + group + " instruction " + std::to_string(i); };
+  prog.match.assign(prog.ins->size(), 0);
+  std::vector<std::uint32_t> stack;
+  for (int i = 0; i < prog.ins->size(); ++i) {
+    const auto& ins = prog.ins->Get(i);
+    if (ins.op() == isa::OP_UNSPECIFIED || !isa::Opcode_IsValid(ins.op()))
+      throw ConfigError("workload", where(i) + ": no opcode");
+    if (has_buffer(ins.op()) && ins.buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
+      throw ConfigError("workload", where(i) + ": buffer index out of range");
+    if (is_dma(ins.op()) && ins.src_buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
+      throw ConfigError("workload", where(i) + ": source buffer index out of range");
+    const bool push = ins.op() == isa::DMA_PUSH || ins.op() == isa::DMA_PUSH_REDUCE;
+    if (push && wl.buffers(ins.src_buffer()).multicast())
+      throw ConfigError("workload", where(i) + ": a dma push reads a local (not multicast) buffer");
+    if (push && ins.rows() > 1 && ins.row_stride() && ins.row_stride() != ins.row_bytes())
+      throw ConfigError("workload", where(i) + ": dma ops move contiguous ranges (rows x row_bytes with stride == row_bytes)");
+    const bool mm = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
+    if (mm && !wl.buffers(ins.buffer()).multicast())
+      throw ConfigError("workload", where(i) + ": multimem needs a multicast buffer");
+    if (ins.op() == isa::FLAG_WAIT && ins.scope() == isa::REMOTE)
+      throw ConfigError("workload", where(i) + ": flag.wait on remote memory is not supported (signal instead)");
+    if (ins.op() == isa::MMA && (ins.m() == 0 || ins.n() == 0 || ins.k() == 0))
+      throw ConfigError("workload", where(i) + ": mma needs m, n, k");
+    if (ins.has_rows_in_bounds() && (!has_buffer(ins.op()) || ins.op() == isa::FLAG_WAIT || ins.op() == isa::FLAG_SIGNAL))
+      throw ConfigError("workload", where(i) + ": rows_in_bounds (in_rows) belongs to a memory op moving a tile");
+    if (ins.has_value_of_block() && ins.op() != isa::FLAG_WAIT)
+      throw ConfigError("workload", where(i) + ": value_of_block (wait_for) belongs to a flag.wait");
+    for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer(), &ins.rows_in_bounds(), &ins.value_of_block()})
+      for (const isa::Quotient& q : a->quotient())
+        if (q.divisor() <= 0) throw ConfigError("workload", where(i) + ": quotient term needs divisor > 0");
+    if (ins.reg() > kMaxRegisters || ins.src_reg() > kMaxRegisters)
+      throw ConfigError("workload", where(i) + ": reg and src_reg are 1.." + std::to_string(kMaxRegisters) + " (0: none)");
+    if (ins.reg() && !loads_register(ins.op()) && !stores_register(ins.op()) && ins.op() != isa::ALU)
+      throw ConfigError("workload", where(i) + ": " + opcode_name(ins.op()) +
+                                        " takes no register (reg is for loads, stores, reductions, pushes and alu)");
+    if (ins.read_only() && ins.op() != isa::LD_REMOTE && ins.op() != isa::LD_CAIS)
+      throw ConfigError("workload", where(i) + ": read_only (.nc) belongs to a remote load (ld.remote, ld.cais)");
+    if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
+      throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
+    if (is_remote_op(ins.op())) dk.uses_remote = true;
+    if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
+    if (ins.op() == isa::LOOP) {
+      stack.push_back(i);
+      dk.max_loop_depth = std::max<std::uint32_t>(dk.max_loop_depth, stack.size());
+    } else if (ins.op() == isa::ENDLOOP) {
+      if (stack.empty()) throw ConfigError("workload", where(i) + ": endloop without loop");
+      prog.match[i] = stack.back();
+      prog.match[stack.back()] = i;
+      stack.pop_back();
+    }
+  }
+  if (!stack.empty()) throw ConfigError("workload", "kernel " + quote(k.name()) + group + ": loop not closed");
+}
 }  // namespace
 
 std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::uint32_t num_gpus) {
@@ -77,61 +135,21 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
     const auto& k = wl.kernels(ki);
     DecodedKernel dk;
     dk.k = &k;
-    auto where = [&](int i) { return "kernel " + quote(k.name()) + " instruction " + std::to_string(i); };
     if (k.grid_x() == 0 || k.grid_y() == 0) throw ConfigError("workload", "kernel " + quote(k.name()) + " has an empty grid");
     dk.num_blocks = k.grid_x() * k.grid_y();
     if (k.threads_per_block() == 0) throw ConfigError("workload", "kernel " + quote(k.name()) + " has 0 threads per block");
-    dk.match.assign(k.program_size(), 0);
-    std::vector<std::uint32_t> stack;
-    for (int i = 0; i < k.program_size(); ++i) {
-      const auto& ins = k.program(i);
-      if (ins.op() == isa::OP_UNSPECIFIED || !isa::Opcode_IsValid(ins.op()))
-        throw ConfigError("workload", where(i) + ": no opcode");
-      if (has_buffer(ins.op()) && ins.buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
-        throw ConfigError("workload", where(i) + ": buffer index out of range");
-      if (is_dma(ins.op()) && ins.src_buffer() >= static_cast<std::uint32_t>(wl.buffers_size()))
-        throw ConfigError("workload", where(i) + ": source buffer index out of range");
-      const bool push = ins.op() == isa::DMA_PUSH || ins.op() == isa::DMA_PUSH_REDUCE;
-      if (push && wl.buffers(ins.src_buffer()).multicast())
-        throw ConfigError("workload", where(i) + ": a dma push reads a local (not multicast) buffer");
-      if (push && ins.rows() > 1 && ins.row_stride() && ins.row_stride() != ins.row_bytes())
-        throw ConfigError("workload", where(i) + ": dma ops move contiguous ranges (rows x row_bytes with stride == row_bytes)");
-      const bool mm = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED;
-      if (mm && !wl.buffers(ins.buffer()).multicast())
-        throw ConfigError("workload", where(i) + ": multimem needs a multicast buffer");
-      if (ins.op() == isa::FLAG_WAIT && ins.scope() == isa::REMOTE)
-        throw ConfigError("workload", where(i) + ": flag.wait on remote memory is not supported (signal instead)");
-      if (ins.op() == isa::MMA && (ins.m() == 0 || ins.n() == 0 || ins.k() == 0))
-        throw ConfigError("workload", where(i) + ": mma needs m, n, k");
-      if (ins.has_rows_in_bounds() && (!has_buffer(ins.op()) || ins.op() == isa::FLAG_WAIT || ins.op() == isa::FLAG_SIGNAL))
-        throw ConfigError("workload", where(i) + ": rows_in_bounds (in_rows) belongs to a memory op moving a tile");
-      if (ins.has_value_of_block() && ins.op() != isa::FLAG_WAIT)
-        throw ConfigError("workload", where(i) + ": value_of_block (wait_for) belongs to a flag.wait");
-      for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer(), &ins.rows_in_bounds(), &ins.value_of_block()})
-        for (const isa::Quotient& q : a->quotient())
-          if (q.divisor() <= 0) throw ConfigError("workload", where(i) + ": quotient term needs divisor > 0");
-      if (ins.reg() > kMaxRegisters || ins.src_reg() > kMaxRegisters)
-        throw ConfigError("workload", where(i) + ": reg and src_reg are 1.." + std::to_string(kMaxRegisters) + " (0: none)");
-      if (ins.reg() && !loads_register(ins.op()) && !stores_register(ins.op()) && ins.op() != isa::ALU)
-        throw ConfigError("workload", where(i) + ": " + opcode_name(ins.op()) +
-                                          " takes no register (reg is for loads, stores, reductions, pushes and alu)");
-      if (ins.read_only() && ins.op() != isa::LD_REMOTE && ins.op() != isa::LD_CAIS)
-        throw ConfigError("workload", where(i) + ": read_only (.nc) belongs to a remote load (ld.remote, ld.cais)");
-      if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
-        throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
-      if (is_remote_op(ins.op())) dk.uses_remote = true;
-      if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
-      if (ins.op() == isa::LOOP) {
-        stack.push_back(i);
-        dk.max_loop_depth = std::max<std::uint32_t>(dk.max_loop_depth, stack.size());
-      } else if (ins.op() == isa::ENDLOOP) {
-        if (stack.empty()) throw ConfigError("workload", where(i) + ": endloop without loop");
-        dk.match[i] = stack.back();
-        dk.match[stack.back()] = i;
-        stack.pop_back();
-      }
+    if (k.warp_groups_size()) {
+      if (k.program_size())
+        throw ConfigError("workload", "kernel " + quote(k.name()) + " has both a program and warp groups (one or the other)");
+      if (k.persistent() || k.cluster_ctas() > 1 || k.cais().enabled())
+        throw ConfigError("workload", "kernel " + quote(k.name()) +
+                                          ": warp groups belong to a plain kernel (not persistent, no clusters, no CAIS groups)");
+      for (const auto& g : k.warp_groups()) dk.programs.push_back({&g.program(), {}});
+    } else {
+      dk.programs.push_back({&k.program(), {}});
     }
-    if (!stack.empty()) throw ConfigError("workload", "kernel " + quote(k.name()) + ": loop not closed");
+    for (std::size_t gi = 0; gi < dk.programs.size(); ++gi)
+      decode_program(wl, k, gi, k.warp_groups_size() ? &k.warp_groups(static_cast<int>(gi)) : nullptr, dk);
     if (dk.max_loop_depth > 8) throw ConfigError("workload", "kernel " + quote(k.name()) + ": loops nest deeper than 8");
     w->kernels_.push_back(std::move(dk));
   }

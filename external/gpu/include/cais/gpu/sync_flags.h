@@ -39,10 +39,10 @@ class GroupSync {
 class FlagTable {
  public:
   explicit FlagTable(GpuContext& ctx) : ctx_(ctx) {}
-  // Flags are keyed by heap offset (buffer base + offset).
+  // Flags are keyed by heap offset (buffer base + offset); one never written is 0.
   bool reached(std::uint64_t key, std::int64_t value) const {
     auto it = flags_.find(key);
-    return it != flags_.end() && it->second >= value;
+    return (it == flags_.end() ? 0 : it->second) >= value;
   }
   void park(std::uint64_t key, std::uint32_t tbi) { waiters_[key].push_back(tbi); }
   // Add `v`; blocks parked on the flag re-check (and park again if still short).

@@ -50,6 +50,7 @@ struct Tb {
   // The launch and CTA whose thread-block cluster this CTA belongs to (itself, or the launch it
   // continues: a continued CTA stays in its cluster's slot until it leaves for good).
   std::uint32_t slot_launch = 0, slot_cta = 0;
+  std::uint32_t role = 0;  // the warp group it runs (Kernel.warp_groups; 0 for a plain kernel)
 };
 
 // Resources of one SM held by resident blocks.
@@ -101,6 +102,8 @@ struct LaunchState {
   // any of their CTAs is resident (cluster_left: CTAs of each cluster not yet retired).
   std::uint32_t cluster_ctas = 1, cluster_slots = 0;
   std::vector<std::uint32_t> cluster_left;
+  // Warp-specialised kernels (Kernel.warp_groups): the groups of each CTA still running.
+  std::vector<std::uint8_t> groups_left;
 };
 
 class TbScheduler {
@@ -143,6 +146,8 @@ class TbScheduler {
   std::uint32_t pick_tpc(const LaunchState& L) const;
   void place(LaunchState& L, std::uint32_t sm);
   std::uint32_t occupy(LaunchState& L, std::uint32_t sm, std::uint32_t cta);
+  std::uint32_t new_tb();
+  void start_warp_groups(std::uint32_t tbi);
   void start_cta(std::uint32_t tbi);
   void exit_cta(std::uint32_t tbi);
   std::uint32_t next_dynamic_block(LaunchState& L, std::uint32_t cta);

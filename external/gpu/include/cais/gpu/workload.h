@@ -22,9 +22,15 @@ inline std::uint64_t unicast_addr(std::uint32_t owner, std::uint64_t off) {
   return (static_cast<std::uint64_t>(owner) << kOwnerShift) | off;
 }
 
+// One instruction stream: a kernel's program, or one warp group's (isa.proto Kernel.warp_groups).
+struct DecodedProgram {
+  const google::protobuf::RepeatedPtrField<isa::Instr>* ins = nullptr;
+  std::vector<std::uint32_t> match;  // LOOP -> its ENDLOOP, ENDLOOP -> its LOOP
+};
+
 struct DecodedKernel {
   const isa::Kernel* k = nullptr;
-  std::vector<std::uint32_t> match;  // LOOP -> its ENDLOOP, ENDLOOP -> its LOOP
+  std::vector<DecodedProgram> programs;  // `program`, or one per warp group (a block runs them all)
   std::uint32_t max_loop_depth = 0;
   std::uint32_t num_blocks = 0;
   bool uses_remote = false;

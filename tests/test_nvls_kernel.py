@@ -1,0 +1,65 @@
+"""NCCL's NVLS kernels (harness/kernels/nvls.py): warp groups as NCCL's, the step geometry, and
+the bytes the staging copies move. The values every GPU ends with are checked per scheme
+(tests/test_schemes_functional.py: tp_nvls, sp_nvls, coconet_nvls)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.experiments import validate_collectives as vc
+from harness.kernels import nvls
+from harness.kernels.builder import WorkloadBuilder
+from tests.conftest import compose
+
+GROUPS = {"all_reduce": ["scatter", "reduce", "gather"], "reduce_scatter": ["scatter", "reduce"],
+          "all_gather": ["bcast", "gather"]}
+
+
+@pytest.mark.parametrize("kind", list(GROUPS))
+def test_a_channel_is_a_cta_of_nccls_warp_groups(kind):
+    b = WorkloadBuilder(kind, 8, 132)
+    tensor, shard = b.buffer("t", 1 << 20, multicast=True), b.buffer("s", 1 << 17)
+    k = b.wl.kernels[nvls.collective(b, "c", kind, 1 << 20, tensor=tensor, shard=shard)]
+    assert [g.name for g in k.warp_groups] == GROUPS[kind] and not k.program
+    assert (k.grid_x, k.threads_per_block) == (16, 640)  # NVLS_NCHANNELS_SM90, NCCL_MAX_NTHREADS
+    staging = {x.name for x in b.wl.buffers if x.multicast} - {"t"}
+    assert staging == {"c.up", "c.down"} - ({"c.up"} if kind == "all_gather" else {"c.down"} if kind == "reduce_scatter" else set())
+
+
+def test_steps_are_equal_whole_lines_of_at_most_nccls_chunk():
+    cfg = nvls.NvlsConfig()
+    big = nvls.geometry(1 << 30, 8, cfg)  # 8 MiB per channel and head: 64 steps of 128 KiB
+    assert (big.steps, big.step, big.ins, big.copy) == (64, 131072, 32768, 16384)
+    odd = nvls.geometry(294912 * 8 * 16, 8, cfg)  # 288 KiB per channel and head: 3 steps of 96 KiB
+    assert (odd.steps, odd.step, odd.ins, odd.copy) == (3, 98304, 32768, 16384)
+    small = nvls.geometry(8 * 16 * 1024, 8, cfg)  # 1 KiB: one step, one instruction
+    assert (small.steps, small.step, small.ins, small.copy) == (1, 1024, 1024, 1024)
+    with pytest.raises(ValueError, match="whole 128 B lines"):
+        nvls.geometry(8 * 16 * 1000, 8, cfg)
+
+
+def test_a_chunked_collective_is_an_all_reduce():
+    b = WorkloadBuilder("x", 8, 132)
+    t, s = b.buffer("t", 1 << 20), b.buffer("s", 1 << 17)
+    with pytest.raises(ValueError, match="chunked"):
+        nvls.collective(b, "c", "reduce_scatter", 1 << 20, tensor=t, shard=s, chunks=2)
+
+
+def test_the_staging_copies_move_what_nccls_do(engines, tmp_path):
+    """Per GPU, D the tensor and N the GPUs: all_reduce loads D (scatter) + D (gather) and stores
+    as much; reduce_scatter loads D and stores D + D/N (its shard); all_gather loads D/N (bcast)
+    + D and stores D. Every remote byte is the switch's: ld_reduce reads D per GPU, multicasts
+    D/N per GPU."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("name,op,bytes,gpus,algo\n" + "".join(f"{op},{op},1048576,4,nvls\n" for op in GROUPS))
+    cfg = compose("experiment=validate_collectives", f"validate.input={rows}", "validate.kernels=isa",
+                  "validate.stats=true")
+    df = vc.run(cfg, tmp_path).set_index("name")
+    D, N = 1 << 20, 4
+    want = {"all_reduce": (2 * D, 2 * D), "reduce_scatter": (D, D + D // N), "all_gather": (D // N + D, D)}
+    for op, (ld, st) in want.items():
+        stats = pd.read_csv(tmp_path / "rows" / op / "stats.csv").set_index("name")["value"]
+        for g in range(N):
+            assert (stats[f"gpu{g}.local.ld_bytes"], stats[f"gpu{g}.local.st_bytes"]) == (ld, st), (op, g)
+        assert df.loc[op, "bytes_read_resp"] == (N * D if op != "all_gather" else 0)
+        assert df.loc[op, "bytes_mm_st"] == (D if op != "reduce_scatter" else 0)
