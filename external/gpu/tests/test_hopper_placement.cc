@@ -153,19 +153,10 @@ TEST(Persistent, ALateCtaWithNoBlockLeftStillRunsItsContinuation) {
 }
 
 TEST(Persistent, WhatTheEngineCannotHonourIsAConfigError) {
-  auto expect_error = [](const isa::Workload& wl, const std::string& part) {
-    HostedModel h;
-    try {
-      h.configure(make_config(wl, 1, false));
-      FAIL() << "expected a ConfigError about " << part;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   isa::Workload plain = empty();
   mma_kernel(plain, "k", 4)->set_dynamic_blocks(true);  // not persistent
   launch(plain, 0, 0);
-  expect_error(plain, "belong to a persistent kernel");
+  expect_config_error(plain, "belong to a persistent kernel");
 
   isa::Workload chained = empty();
   auto* p = mma_kernel(chained, "dp", 4);
@@ -174,10 +165,10 @@ TEST(Persistent, WhatTheEngineCannotHonourIsAConfigError) {
   mma_kernel(chained, "sk", 4);
   launch(chained, 0, 0);
   launch(chained, 1, 0)->set_continues(1);  // same stream: it would wait for launch 0
-  expect_error(chained, "no stream predecessor");
+  expect_config_error(chained, "no stream predecessor");
   chained.mutable_launches(1)->set_stream(1);
   chained.mutable_launches(1)->set_continue_offset(2);  // CTAs 2-5 of a 4-CTA launch
-  expect_error(chained, "more CTAs than that launch");
+  expect_config_error(chained, "more CTAs than that launch");
 }
 
 }  // namespace

@@ -74,24 +74,15 @@ TEST(WarpGroups, AFlagNeverWrittenIsZero) {
 }
 
 TEST(WarpGroups, WhatTheEngineCannotHonourIsAConfigError) {
-  auto expect_error = [](const isa::Workload& wl, const std::string& part) {
-    HostedModel h;
-    try {
-      h.configure(make_config(wl, 1, false));
-      FAIL() << "expected a ConfigError about " << part;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   auto both = producer_consumer(1);
   add(both, isa::BAR);
-  expect_error(both, "both a program and warp groups");
+  expect_config_error(both, "both a program and warp groups");
   auto persistent = producer_consumer(1);
   persistent.mutable_kernels(0)->set_persistent(true);
-  expect_error(persistent, "warp groups belong to a plain kernel");
+  expect_config_error(persistent, "warp groups belong to a plain kernel");
   auto unclosed = producer_consumer(1);
   group_ins(unclosed.mutable_kernels(0), 1, isa::LOOP)->set_count(2);
-  expect_error(unclosed, "kernel 'k' warp group 'producer': loop not closed");
+  expect_config_error(unclosed, "kernel 'k' warp group 'producer': loop not closed");
 }
 
 }  // namespace
