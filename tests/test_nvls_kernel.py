@@ -63,3 +63,13 @@ def test_the_staging_copies_move_what_nccls_do(engines, tmp_path):
             assert (stats[f"gpu{g}.local.ld_bytes"], stats[f"gpu{g}.local.st_bytes"]) == (ld, st), (op, g)
         assert df.loc[op, "bytes_read_resp"] == (N * D if op != "all_gather" else 0)
         assert df.loc[op, "bytes_mm_st"] == (D if op != "reduce_scatter" else 0)
+
+
+def test_validate_collectives_runs_the_kernel_with_delivered_multicast_stores():
+    """The kernel's flags after a multicast store mean 'delivered' (every member holds it), as
+    the NVLS schemes configure the switch (conf/scheme/tp_nvls.yaml)."""
+    cfg = compose("experiment=validate_collectives", "validate.kernels=isa")
+    row = pd.Series({"name": "r", "op": "all_reduce", "bytes": 1 << 20, "gpus": 8, "algo": "nvls"})
+    params = vc.row_params(cfg, row)
+    vc.isa_workload(cfg, row, params)
+    assert params["net.nvls.member_acks"] is True

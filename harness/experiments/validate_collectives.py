@@ -136,6 +136,9 @@ def isa_workload(cfg: DictConfig, row: pd.Series, params: dict[str, Any]) -> byt
         mc = b.buffer("data", nbytes, multicast=True)
         shard = b.buffer("shard", nbytes // gpus)
         ki = nvls.collective(b, "collective", op, nbytes, tensor=mc, shard=shard, cfg=nvls.NvlsConfig(channels=channels))
+        # its flags after a multicast store say "delivered": the store completes when every
+        # member holds it, as in the NVLS schemes (conf/scheme/tp_nvls.yaml)
+        params["net.nvls.member_acks"] = True
     else:
         data = b.buffer("data", nbytes)
         ki = ring.collective(b, "collective", op, nbytes, data=data, cfg=ring.RingConfig(channels=channels))
