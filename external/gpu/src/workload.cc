@@ -141,6 +141,9 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
     if (k.warp_groups_size()) {
       if (k.program_size())
         throw ConfigError("workload", "kernel " + quote(k.name()) + " has both a program and warp groups (one or the other)");
+      if (k.warp_groups_size() > 32)
+        throw ConfigError("workload", "kernel " + quote(k.name()) + " has " + std::to_string(k.warp_groups_size()) +
+                                          " warp groups; a CTA has at most 32 warps");
       if (k.persistent() || k.cluster_ctas() > 1 || k.cais().enabled())
         throw ConfigError("workload", "kernel " + quote(k.name()) +
                                           ": warp groups belong to a plain kernel (not persistent, no clusters, no CAIS groups)");

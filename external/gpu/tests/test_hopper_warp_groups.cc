@@ -80,6 +80,9 @@ TEST(WarpGroups, WhatTheEngineCannotHonourIsAConfigError) {
   auto persistent = producer_consumer(1);
   persistent.mutable_kernels(0)->set_persistent(true);
   expect_config_error(persistent, "warp groups belong to a plain kernel");
+  auto many = producer_consumer(1);
+  for (int g = 0; g < 31; ++g) many.mutable_kernels(0)->add_warp_groups()->set_name("idle");
+  expect_config_error(many, "at most 32 warps");
   auto unclosed = producer_consumer(1);
   group_ins(unclosed.mutable_kernels(0), 1, isa::LOOP)->set_count(2);
   expect_config_error(unclosed, "kernel 'k' warp group 'producer': loop not closed");
