@@ -65,20 +65,14 @@ class _Geometry:
     ins: int         # bytes of one ld_reduce / multicast instruction
     copy: int        # bytes of one copy round
 
-    def addr(self, head=None, g_head=False, offset=0, inner=0) -> isa.Affine:
-        """Offset of (chunk L0, head, channel bx, step L1, + inner-loop term L2 [, L3]) in a
-        full-size buffer: the head is the loop L2 (head=None and g_head False: no head term,
-        `inner` counts L2), this GPU (g_head) or absent."""
-        seg = self.region // self.gpus
-        loops = [self.region, self.step]
-        if g_head:
-            loops.append(inner)
-            return affine(offset, g=seg, bx=self.part, loops=tuple(loops))
-        if head == "loop":
-            loops += [seg, inner]
-        else:
-            loops.append(inner)
-        return affine(offset, bx=self.part, loops=tuple(loops))
+    def heads_addr(self, inner: int) -> isa.Affine:
+        """Offset in a full-size buffer of (chunk L0, channel bx, step L1) of head L2, plus
+        `inner` bytes per L3: a copy round of every head's part."""
+        return affine(0, bx=self.part, loops=(self.region, self.step, self.region // self.gpus, inner))
+
+    def own_addr(self, inner: int) -> isa.Affine:
+        """The same of this GPU's own part (it heads it), plus `inner` bytes per L2."""
+        return affine(0, g=self.region // self.gpus, bx=self.part, loops=(self.region, self.step, inner))
 
     def shard_addr(self) -> isa.Affine:
         """Offset of (step L1, instruction L2) of channel bx in the rank's shard (chunks == 1)."""
@@ -165,7 +159,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
     k = b.wl.kernels[ki]
     up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
     down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1
-    per_head = geo.addr(head="loop", inner=geo.copy)  # a copy round of head L2 (round L3)
+    per_head = geo.heads_addr(geo.copy)
 
     if kind != "all_gather":  # scatter: tensor -> up, then `ready` to every rank
         p = Program(k, "scatter")
@@ -182,7 +176,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.end()
 
         p = Program(k, "reduce")  # this rank heads its part of every step
-        mine = geo.addr(g_head=True, inner=geo.ins)
+        mine = geo.own_addr(geo.ins)
         p.loop(chunks)
         p.loop(geo.steps)
         p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.ready(), value=G)
@@ -210,7 +204,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.loop(geo.step // geo.ins)
         p.ins(isa.LD, buffer=shard, addr=geo.shard_addr(), rows=1, row_bytes=geo.ins, reg=1, is_async=True)
         p.ins(isa.WAIT, scope=isa.LOCAL)
-        p.ins(isa.MM_ST, buffer=down, addr=geo.addr(g_head=True, inner=geo.ins), rows=1, row_bytes=geo.ins,
+        p.ins(isa.MM_ST, buffer=down, addr=geo.own_addr(geo.ins), rows=1, row_bytes=geo.ins,
               reg=1, is_async=True)
         p.end()
         p.ins(isa.WAIT, count=0)
