@@ -127,14 +127,15 @@ class _Flags:
               value_of_block=affine(per_step * (1 - cfg.slots), loops=(per_step * g.steps, per_step)))
 
 
-def _copy(p: Program, src: int, dst: int, geo: _Geometry, src_addr, dst_addr) -> None:
-    """A step of every head copied in rounds (L2 head, L3 round): each round's loads, then its
-    stores (posted to L2) while the next round loads."""
+def _copy(p: Program, src: int, dst: int, geo: _Geometry) -> None:
+    """A step of every head copied between two full-size buffers in rounds (L2 head, L3 round):
+    each round's loads, then its stores (posted to L2) while the next round loads."""
+    addr = geo.heads_addr(geo.copy)
     p.loop(geo.gpus)
     p.loop(geo.step // geo.copy)
-    p.ins(isa.LD, buffer=src, addr=src_addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
+    p.ins(isa.LD, buffer=src, addr=addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
     p.ins(isa.WAIT, scope=isa.LOCAL)
-    p.ins(isa.ST, buffer=dst, addr=dst_addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
+    p.ins(isa.ST, buffer=dst, addr=addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
     p.end()
     p.end()
 
@@ -159,7 +160,6 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
     k = b.wl.kernels[ki]
     up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
     down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1
-    per_head = geo.heads_addr(geo.copy)
 
     if kind != "all_gather":  # scatter: tensor -> up, then `ready` to every rank
         p = Program(k, "scatter")
@@ -169,7 +169,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.loop(geo.steps)
         # all_reduce: the rank's own gather frees a slot; reduce_scatter: every head's reduce
         flags.wait_slot(p, cfg, 1 if kind == "all_reduce" else G)
-        _copy(p, tensor, up, geo, per_head, per_head)
+        _copy(p, tensor, up, geo)
         p.ins(isa.WAIT, scope=isa.LOCAL)  # the step is in `up` before anyone reads it
         _signal_all(p, flags.buf, flags.ready(), G)
         p.end()
@@ -217,7 +217,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.loop(chunks)
         p.loop(geo.steps)
         p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.landed(), value=G)
-        _copy(p, down, tensor, geo, per_head, per_head)
+        _copy(p, down, tensor, geo)
         p.ins(isa.WAIT, scope=isa.LOCAL)
         if kind == "all_reduce":
             p.ins(isa.FLAG_SIGNAL, buffer=flags.buf, addr=flags.freed(), value=1)
