@@ -123,12 +123,15 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     ("validate_overlap", "model=tiny", "model: experiment validate_overlap does not read it"),
     ("validate_overlap", "traffic.requests_per_gpu=3", "experiment validate_overlap does not read traffic"),
     ("validate_collectives", "scheme=cais", "scheme: experiment validate_collectives does not read it"),
+    # the ISA NVLS kernel needs delivered multicast stores: the key is not the user's to turn off
+    ("validate_collectives validate.kernels=isa", "net.nvls.member_acks=false",
+     "net.nvls.member_acks: experiment validate_collectives does not read it with validate.kernels=isa"),
     ("validate_kernels", "phase=training", "phase: experiment validate_kernels does not read it"),
     ("validate_concurrent", "validate.kernels=isa", "experiment validate_concurrent does not read it"),
 ])
 def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, override, expected):
     """Instead of a run that silently goes without it (a sweep over it would repeat one point)."""
-    proc = run_cli(f"experiment={experiment}", override, f"out_dir={tmp_path}", check=False, timeout=60)
+    proc = run_cli(*f"experiment={experiment}".split(), override, f"out_dir={tmp_path}", check=False, timeout=60)
     one_error_line(proc, expected)
     assert not list(tmp_path.iterdir())
 

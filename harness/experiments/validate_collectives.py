@@ -41,6 +41,15 @@ ALGOS = ("ring", "nvls")
 IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic")
 
 
+def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
+    """The ISA NVLS kernel's flags after a multicast store mean "delivered", so its rows always
+    run with member acks (isa_workload): net.nvls.member_acks is not the user's to choose there."""
+    if str(cfg.validate.get("kernels", "model")) == "isa":
+        return IGNORED_KEYS + ("net.nvls.member_acks",), \
+            "with validate.kernels=isa (the NVLS kernel needs delivered multicast stores: always true)"
+    return IGNORED_KEYS, ""
+
+
 def bus_factor(op: str, n: int) -> float:
     return 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
 
