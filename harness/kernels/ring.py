@@ -1,23 +1,29 @@
 """NCCL's ring (Simple protocol) as tile-ISA kernels: `channels` CTAs, each owning a contiguous
 region of the tensor; a region's N parts travel around the ring g -> g+1, slice by slice.
 
+The ranks are connected as NCCL connects one process per GPU (the P2P transport over CUDA IPC /
+cuMem handles, not direct pointers): every slice lands in the next GPU's receive buffer, never
+in its tensor, and the receiver copies it out (NCCL's primitives in prims_simple.h; all_reduce.h,
+all_gather.h, reduce_scatter.h, runRing).
+
 AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut into slices):
   step 0      send part g to the next GPU (a remote store into its receive slot 0);
   step s      (1 .. N-1) wait for the previous GPU's partial of part g - s (slot s-1), add the
-              local part g - s (NCCL's recvReduceSend: the sum goes on from registers): steps
-              1 .. N-2 send it into the next GPU's slot s, step N-1 has the full sum of part
-              g + 1, stores it locally and sends it straight into the next GPU's tensor;
-  gather t    (1 .. N-2) wait for part g - t + 1 from the previous GPU, forward it (recvCopySend);
-  finally     wait for the last part, g + 2.
+              local part g - s (recvReduceSend: the sum goes on from registers): steps 1 .. N-2
+              send it into the next GPU's slot s; step N-1 has the full sum of part g + 1, stores
+              it locally and sends it into the next GPU's slot N-1 (recvReduceCopySend);
+  gather t    (1 .. N-2) wait for part g - t + 1 in slot N-2+t, store it locally and send it on
+              into the next GPU's slot N-1+t (recvCopySend: two stores);
+  finally     wait for the last part, g + 2, and copy it from slot 2N-3 into the tensor (recv).
 ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
-g + 1 and forwards the others. A channel streams each slice in rounds of threads x 64 B (its
-threads' loads in flight): a round's loads, add and store follow each other, the store is
-posted (WAIT scope=LOCAL waits for the loads only) and the next round's loads go out behind it,
-as NCCL's primitives do. A slice's stores are acknowledged before its flag (NCCL's fence before
-the tail flag), which the channel does while it loads the next slice's first round. Receive
-slots and flags are distinct per (chunk, channel, step, slice). In functional runs the values
-travel through tile registers, so the sums are checked exactly.
-Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
+g + 1 into slot 0 and forwards the others as the gather above. A channel streams each slice in
+rounds of threads x 64 B (its threads' loads in flight): a round's loads, add and stores follow
+each other, the stores are posted (WAIT scope=LOCAL waits for the loads only) and the next
+round's loads go out behind them, as NCCL's primitives do. A slice's stores are acknowledged
+before its flag (NCCL's fence before the tail flag), which the channel does while it loads the
+next slice's first round. Receive slots and flags are distinct per (chunk, channel, step,
+slice). In functional runs the values travel through tile registers, so the sums are checked
+exactly. Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
 """
 from __future__ import annotations
 
@@ -189,30 +195,41 @@ class _Ring:
                     if not last:
                         self.send(self.recv, self.slot(s, pc), pc.size)
                         return
-                    p.ins(isa.ST, buffer=self.data, addr=self.data_part(1, pc), rows=1, row_bytes=pc.size,
-                          reg=R_RECV, is_async=True)
+                    self.store(self.data_part(1, pc), pc.size)
                     if kind == "all_reduce":
-                        self.send(self.data, self.data_part(1, pc), pc.size)
+                        self.send(self.recv, self.slot(G - 1, pc), pc.size)
                 self.step(reduce, target)
+            if kind == "reduce_scatter":
+                return
+            gather = G - 1  # the gather's first receive slot
         else:
             def gather0(pc, sig):
                 self.load(self.data, self.data_part(1, pc), R_RECV, pc.size)
                 after_loads(pc, sig)
-                self.send(self.data, self.data_part(1, pc), pc.size)
+                self.send(self.recv, self.slot(0, pc), pc.size)
             self.step(gather0, ag0)
-        if kind == "reduce_scatter":
-            return
+            gather = 0
         for t in range(1, G - 1):
             def forward(pc, sig, t=t):
                 if pc.head:
                     self.wait(ag0 + t - 1, pc)
-                self.load(self.data, self.data_part(1 - t, pc), R_RECV, pc.size)
+                self.load(self.recv, self.slot(gather + t - 1, pc), R_RECV, pc.size)
                 after_loads(pc, sig)
-                self.send(self.data, self.data_part(1 - t, pc), pc.size)
+                self.store(self.data_part(1 - t, pc), pc.size)
+                self.send(self.recv, self.slot(gather + t, pc), pc.size)
             self.step(forward, ag0 + t)
-        p.loop(self.S)  # the last part, g + 2, arrives from the previous GPU
-        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(ag0 + G - 2, 0, True), value=1)
-        p.end()
+
+        def receive(pc, sig):  # the last part, g + 2, from the previous GPU's receive slot
+            if pc.head:
+                self.wait(ag0 + G - 2, pc)
+            self.load(self.recv, self.slot(gather + G - 2, pc), R_RECV, pc.size)
+            after_loads(pc, sig)
+            self.store(self.data_part(2 - G, pc), pc.size)
+        self.step(receive, None)
+
+    def store(self, addr, size: int) -> None:
+        """A posted local store of the round's registers into the tensor."""
+        self.p.ins(isa.ST, buffer=self.data, addr=addr, rows=1, row_bytes=size, reg=R_RECV, is_async=True)
 
 
 def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: int,
@@ -231,7 +248,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     part = chunk // C // G
     slice_bytes = slice_size(part, cfg.slice_bytes)
     S = -(-part // slice_bytes)
-    recv_steps = G - 1 if kind != "all_gather" else 1
+    recv_steps = 2 * (G - 1) if kind == "all_reduce" else G - 1
     recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
     flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
     ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64)
