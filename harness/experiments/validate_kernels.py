@@ -74,13 +74,6 @@ def build(row: Any, params: dict[str, Any]):
     raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")
 
 
-def measured_clock_mhz(row: Any) -> float | None:
-    """The row's measured SM clock (column sm_clock_mhz, NVML median while the kernel ran back to
-    back), or None (validate_concurrent replays it; validate_kernels predicts the clock instead)."""
-    v = pd.to_numeric(row.get("sm_clock_mhz", None), errors="coerce")
-    return float(v) if v == v and v is not None and v > 0 else None
-
-
 def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:
     """Add sim_us (and config) to rows of name,kind,M,N,K,num_sms."""
     df = df.copy()
