@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from harness.experiments import validate_collectives as vc
+from harness.gpu.isa_text import isa
 from harness.kernels import nvls
 from harness.kernels.builder import WorkloadBuilder
 from tests.conftest import compose
@@ -29,13 +30,35 @@ def test_a_channel_is_a_cta_of_nccls_warp_groups(kind):
 def test_steps_are_equal_whole_lines_of_at_most_nccls_chunk():
     cfg = nvls.NvlsConfig()
     big = nvls.geometry(1 << 30, 8, cfg)  # 8 MiB per channel and head: 64 steps of 128 KiB
-    assert (big.steps, big.step, big.ins, big.copy) == (64, 131072, 32768, 16384)
+    assert (big.steps, big.step) == (64, 131072)
     odd = nvls.geometry(294912 * 8 * 16, 8, cfg)  # 288 KiB per channel and head: 3 steps of 96 KiB
-    assert (odd.steps, odd.step, odd.ins, odd.copy) == (3, 98304, 32768, 16384)
-    small = nvls.geometry(8 * 16 * 1024, 8, cfg)  # 1 KiB: one step, one instruction
-    assert (small.steps, small.step, small.ins, small.copy) == (1, 1024, 1024, 1024)
+    assert (odd.steps, odd.step) == (3, 98304)
+    small = nvls.geometry(8 * 16 * 1024, 8, cfg)  # 1 KiB: one step
+    assert (small.steps, small.step) == (1, 1024)
     with pytest.raises(ValueError, match="whole 128 B lines"):
         nvls.geometry(8 * 16 * 1000, 8, cfg)
+
+
+@pytest.mark.parametrize("kind,gpus,want", [
+    # all_reduce.h: reduce 5 warps above 6 ranks (7 up to 6), scatter and gather share the rest
+    ("all_reduce", 8, {"scatter": 8, "reduce": 5, "gather": 7}),
+    ("all_reduce", 4, {"scatter": 7, "reduce": 7, "gather": 6}),
+    ("reduce_scatter", 8, {"scatter": 8, "reduce": 12}),  # reduce_scatter.h: 8 scatter warps
+    ("all_gather", 8, {"bcast": 12, "gather": 8}),         # all_gather.h: 8 gather warps
+])
+def test_warp_groups_and_their_rounds_are_nccls(kind, gpus, want):
+    """NCCL_MAX_NTHREADS = 640 split as NCCL does without buffer registration; a round is the
+    group's threads x COLL_UNROLL (8 on sm_90) x 16 B."""
+    assert nvls.warps(kind, gpus) == want and sum(want.values()) == 20
+    assert nvls.round_bytes("all_reduce", 8, "reduce") == 5 * 32 * 8 * 16 == 20480
+    b = WorkloadBuilder(kind, gpus, 132)
+    n = 16 * gpus * 131072  # one 128 KiB step per channel and head
+    tensor, shard = b.buffer("t", n, multicast=True), b.buffer("s", n // gpus)
+    k = b.wl.kernels[nvls.collective(b, "c", kind, n, tensor=tensor, shard=shard)]
+    for g in k.warp_groups:  # every load of a round is its group's round, or the step's rest
+        sizes = {i.row_bytes for i in g.program if i.op in (isa.LD, isa.MM_LD_REDUCE)}
+        full, rest = divmod(131072, nvls.round_bytes(kind, gpus, g.name))
+        assert sizes == {nvls.round_bytes(kind, gpus, g.name)} | ({rest} if rest else set()), g.name
 
 
 def test_a_chunked_collective_is_an_all_reduce():

@@ -13,6 +13,9 @@ whose warps are specialised (one warp group each here, isa.proto Kernel.warp_gro
                   shard.
   all_gather      bcast: the rank's shard loaded and multimem.st into `down` on every member;
                   gather as above.
+Each group moves a step in rounds of its threads' unrolled 16 B packs (COLL_UNROLL = 8 on sm_90:
+warps x 32 x 8 x 16 B, so 32 KiB for 8 warps), loads first, then stores, as NCCL's
+reduceCopyPacks does; a step that is not whole rounds ends on a shorter one.
 A channel walks its range in steps (NCCL_NVLS_CHUNKSIZE, 128 KiB per head); a staging buffer
 holds `slots` steps (NCCL_STEPS), so a producer group runs at most that far ahead of the
 consumers that free its slots. Cross-rank flags (one per channel and step, counted to N) say that
@@ -38,11 +41,31 @@ LINE = 128  # bytes: every part is whole NVLink lines
 @dataclass(frozen=True)
 class NvlsConfig:
     channels: int = 16          # CTAs (NVLS_NCHANNELS_SM90, spec A15)
-    chunk_bytes: int = 32768    # one multimem.ld_reduce / multimem.st instruction of a channel
     step_bytes: int = 131072    # NCCL_NVLS_CHUNKSIZE: what a step moves per head
     slots: int = 8              # NCCL_STEPS: steps a staging buffer holds per channel
-    copy_bytes: int = 16384     # one round of a copy group: 8 warps x 32 threads x 4 x 16 B (COLL_UNROLL)
-    threads: int = 640          # NCCL_MAX_NTHREADS: scatter 8, gather 7, reduce 5 warps at 8 ranks
+    threads: int = 640          # NCCL_MAX_NTHREADS
+    unroll: int = 8             # COLL_UNROLL on sm_90 (ncclCollUnroll): 16 B packs a thread has in flight
+
+
+PACK = 16  # bytes: one 16 B vector (a multimem.ld_reduce of v4.f32 / v8.bf16x2 alike)
+
+
+def warps(kind: str, gpus: int, cfg: NvlsConfig = NvlsConfig()) -> dict[str, int]:
+    """Warps of each warp group, as NCCL splits a channel's NCCL_MAX_NTHREADS without buffer
+    registration on one node (RunWorkColl<..., NCCL_ALGO_NVLS, ...>::run)."""
+    total = cfg.threads // 32
+    if kind == "all_reduce":
+        reduce = 7 if gpus <= 6 else 5
+        return {"scatter": (total - reduce + 1) // 2, "reduce": reduce, "gather": (total - reduce) // 2}
+    if kind == "reduce_scatter":
+        return {"scatter": 8, "reduce": total - 8}
+    return {"bcast": total - 8, "gather": 8}
+
+
+def round_bytes(kind: str, gpus: int, group: str, cfg: NvlsConfig = NvlsConfig()) -> int:
+    """Bytes a warp group moves per round: its threads' unrolled packs (reduceCopyPacks loads all
+    of them, then stores them)."""
+    return warps(kind, gpus, cfg)[group] * 32 * cfg.unroll * PACK
 
 
 def _split(total: int, most: int) -> tuple[int, int]:
@@ -62,21 +85,19 @@ class _Geometry:
     part: int        # a channel's bytes of one rank's part of a chunk
     steps: int
     step: int        # a step's bytes per head
-    ins: int         # bytes of one ld_reduce / multicast instruction
-    copy: int        # bytes of one copy round
 
-    def heads_addr(self, inner: int) -> isa.Affine:
+    def heads_addr(self, base: int, inner: int) -> isa.Affine:
         """Offset in a full-size buffer of (chunk L0, channel bx, step L1) of head L2, plus
-        `inner` bytes per L3: a copy round of every head's part."""
-        return affine(0, bx=self.part, loops=(self.region, self.step, self.region // self.gpus, inner))
+        `base` and `inner` bytes per L3: a round of every head's part."""
+        return affine(base, bx=self.part, loops=(self.region, self.step, self.region // self.gpus, inner))
 
-    def own_addr(self, inner: int) -> isa.Affine:
-        """The same of this GPU's own part (it heads it), plus `inner` bytes per L2."""
-        return affine(0, g=self.region // self.gpus, bx=self.part, loops=(self.region, self.step, inner))
+    def own_addr(self, base: int, inner: int) -> isa.Affine:
+        """The same of this GPU's own part (it heads it), plus `base` and `inner` bytes per L2."""
+        return affine(base, g=self.region // self.gpus, bx=self.part, loops=(self.region, self.step, inner))
 
-    def shard_addr(self) -> isa.Affine:
-        """Offset of (step L1, instruction L2) of channel bx in the rank's shard (chunks == 1)."""
-        return affine(0, bx=self.part, loops=(0, self.step, self.ins))
+    def shard_addr(self, base: int, inner: int) -> isa.Affine:
+        """Offset of (step L1, round L2) of channel bx in the rank's shard (chunks == 1)."""
+        return affine(base, bx=self.part, loops=(0, self.step, inner))
 
 
 def geometry(nbytes: int, gpus: int, cfg: NvlsConfig, chunks: int = 1) -> _Geometry:
@@ -86,9 +107,22 @@ def geometry(nbytes: int, gpus: int, cfg: NvlsConfig, chunks: int = 1) -> _Geome
     region = nbytes // chunks
     part = region // (gpus * cfg.channels)
     steps, step = _split(part, cfg.step_bytes)
-    _, ins = _split(step, cfg.chunk_bytes)
-    _, copy = _split(step, cfg.copy_bytes)
-    return _Geometry(gpus, cfg.channels, chunks, region, part, steps, step, ins, copy)
+    return _Geometry(gpus, cfg.channels, chunks, region, part, steps, step)
+
+
+def _rounds(p: Program, total: int, size: int, body) -> None:
+    """`total` bytes in rounds of `size`: a loop over the full rounds (body(base, stride, n) with
+    the loop's stride), then the shorter rest (stride 0: no loop around it), as NCCL's unrolled
+    loop ends on a partial hunk."""
+    full, rest = divmod(total, size)
+    if full > 1:
+        p.loop(full)
+        body(0, size, size)
+        p.end()
+    elif full == 1:
+        body(0, 0, size)
+    if rest:
+        body(full * size, 0, rest)
 
 
 def _signal_all(p: Program, flags: int, addr, gpus: int) -> None:
@@ -127,16 +161,16 @@ class _Flags:
               value_of_block=affine(per_step * (1 - cfg.slots), loops=(per_step * g.steps, per_step)))
 
 
-def _copy(p: Program, src: int, dst: int, geo: _Geometry) -> None:
-    """A step of every head copied between two full-size buffers in rounds (L2 head, L3 round):
-    each round's loads, then its stores (posted to L2) while the next round loads."""
-    addr = geo.heads_addr(geo.copy)
+def _copy(p: Program, src: int, dst: int, geo: _Geometry, size: int) -> None:
+    """A step of every head copied between two full-size buffers in rounds of `size` (L2 head,
+    L3 round): each round's loads, then its stores (posted to L2) while the next round loads."""
+    def body(base: int, stride: int, n: int) -> None:
+        addr = geo.heads_addr(base, stride)
+        p.ins(isa.LD, buffer=src, addr=addr, rows=1, row_bytes=n, reg=1, is_async=True)
+        p.ins(isa.WAIT, scope=isa.LOCAL)
+        p.ins(isa.ST, buffer=dst, addr=addr, rows=1, row_bytes=n, reg=1, is_async=True)
     p.loop(geo.gpus)
-    p.loop(geo.step // geo.copy)
-    p.ins(isa.LD, buffer=src, addr=addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
-    p.ins(isa.WAIT, scope=isa.LOCAL)
-    p.ins(isa.ST, buffer=dst, addr=addr, rows=1, row_bytes=geo.copy, reg=1, is_async=True)
-    p.end()
+    _rounds(p, geo.step, size, body)
     p.end()
 
 
@@ -161,6 +195,8 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
     up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
     down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1
 
+    rounds = {group: round_bytes(kind, G, group, cfg) for group in warps(kind, G, cfg)}
+
     if kind != "all_gather":  # scatter: tensor -> up, then `ready` to every rank
         p = Program(k, "scatter")
         p.loop(chunks)
@@ -169,26 +205,28 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.loop(geo.steps)
         # all_reduce: the rank's own gather frees a slot; reduce_scatter: every head's reduce
         flags.wait_slot(p, cfg, 1 if kind == "all_reduce" else G)
-        _copy(p, tensor, up, geo)
+        _copy(p, tensor, up, geo, rounds["scatter"])
         p.ins(isa.WAIT, scope=isa.LOCAL)  # the step is in `up` before anyone reads it
         _signal_all(p, flags.buf, flags.ready(), G)
         p.end()
         p.end()
 
         p = Program(k, "reduce")  # this rank heads its part of every step
-        mine = geo.own_addr(geo.ins)
+
+        def reduce(base: int, stride: int, n: int) -> None:
+            # posted multicast stores of one round stay in flight while it reads the next
+            mine = geo.own_addr(base, stride)
+            p.ins(isa.MM_LD_REDUCE, buffer=up, addr=mine, rows=1, row_bytes=n, reg=1, is_async=True)
+            p.ins(isa.WAIT, scope=isa.LOCAL)
+            if kind == "all_reduce":
+                p.ins(isa.MM_ST, buffer=down, addr=mine, rows=1, row_bytes=n, reg=1, is_async=True)
+            else:
+                p.ins(isa.ST, buffer=shard, addr=geo.shard_addr(base, stride), rows=1, row_bytes=n, reg=1,
+                      is_async=True)
         p.loop(chunks)
         p.loop(geo.steps)
         p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.ready(), value=G)
-        p.loop(geo.step // geo.ins)
-        # posted multicast stores of one instruction stay in flight while it reads the next
-        p.ins(isa.MM_LD_REDUCE, buffer=up, addr=mine, rows=1, row_bytes=geo.ins, reg=1, is_async=True)
-        p.ins(isa.WAIT, scope=isa.LOCAL)
-        if kind == "all_reduce":
-            p.ins(isa.MM_ST, buffer=down, addr=mine, rows=1, row_bytes=geo.ins, reg=1, is_async=True)
-        else:
-            p.ins(isa.ST, buffer=shard, addr=geo.shard_addr(), rows=1, row_bytes=geo.ins, reg=1, is_async=True)
-        p.end()
+        _rounds(p, geo.step, rounds["reduce"], reduce)
         if kind == "all_reduce":
             p.ins(isa.WAIT, count=0)  # every member holds the sums before they may gather them
             _signal_all(p, flags.buf, flags.landed(), G)
@@ -198,15 +236,17 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.end()
     else:  # bcast: shard -> down on every member, then `landed` to every rank
         p = Program(k, "bcast")
+
+        def bcast(base: int, stride: int, n: int) -> None:
+            p.ins(isa.LD, buffer=shard, addr=geo.shard_addr(base, stride), rows=1, row_bytes=n, reg=1,
+                  is_async=True)
+            p.ins(isa.WAIT, scope=isa.LOCAL)
+            p.ins(isa.MM_ST, buffer=down, addr=geo.own_addr(base, stride), rows=1, row_bytes=n, reg=1,
+                  is_async=True)
         p.loop(chunks)
         p.loop(geo.steps)
         flags.wait_slot(p, cfg, G)  # every rank's gather has freed the slot
-        p.loop(geo.step // geo.ins)
-        p.ins(isa.LD, buffer=shard, addr=geo.shard_addr(), rows=1, row_bytes=geo.ins, reg=1, is_async=True)
-        p.ins(isa.WAIT, scope=isa.LOCAL)
-        p.ins(isa.MM_ST, buffer=down, addr=geo.own_addr(geo.ins), rows=1, row_bytes=geo.ins,
-              reg=1, is_async=True)
-        p.end()
+        _rounds(p, geo.step, rounds["bcast"], bcast)
         p.ins(isa.WAIT, count=0)
         _signal_all(p, flags.buf, flags.landed(), G)
         p.end()
@@ -217,7 +257,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.loop(chunks)
         p.loop(geo.steps)
         p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.landed(), value=G)
-        _copy(p, down, tensor, geo)
+        _copy(p, down, tensor, geo, rounds["gather"])
         p.ins(isa.WAIT, scope=isa.LOCAL)
         if kind == "all_reduce":
             p.ins(isa.FLAG_SIGNAL, buffer=flags.buf, addr=flags.freed(), value=1)

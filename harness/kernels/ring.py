@@ -17,7 +17,7 @@ AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut i
   finally     wait for the last part, g + 2, and copy it from slot 2N-3 into the tensor (recv).
 ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
 g + 1 into slot 0 and forwards the others as the gather above. A channel streams each slice in
-rounds of threads x 64 B (its threads' loads in flight): a round's loads, add and stores follow
+rounds of threads x 128 B (its threads' loads in flight): a round's loads, add and stores follow
 each other, the stores are posted (WAIT scope=LOCAL waits for the loads only) and the next
 round's loads go out behind them, as NCCL's primitives do. A slice's stores are acknowledged
 before its flag (NCCL's fence before the tail flag), which the channel does while it loads the
@@ -42,10 +42,10 @@ KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 SLICE_BYTES = 1 << 20
 SLICES_PER_CHUNK = 2
 R_RECV, R_LOCAL = 1, 2  # tile registers
-# Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors, unrolled
-# 4 deep (prims_simple.h; the access pattern of scripts/measure/measure_cta_jitter.py), so a
-# channel of 512 threads streams a slice in rounds of 32 KiB.
-PIECE_BYTES_PER_THREAD = 4 * 16
+# Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors unrolled
+# COLL_UNROLL deep (reduceCopyPacks), and ncclCollUnroll() is 8 on sm_80 and later (device.h, since
+# NCCL 2.17), so a channel of 512 threads streams a slice in rounds of 64 KiB.
+PIECE_BYTES_PER_THREAD = 8 * 16
 
 
 @dataclass(frozen=True)

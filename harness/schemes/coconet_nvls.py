@@ -16,20 +16,16 @@ class CoconetNvlsParams(SchemeParams):
     """CTAs of the communication kernel, resident beside the GEMM (CoCoNet's 16 NCCL channels)."""
     chunks: int = 8
     """Chunks the AllReduce is cut into (rounded to divide the GEMM's row blocks)."""
-    chunk_bytes: int = 32768
-    """Bytes of one `multimem.ld_reduce` / `multimem.st` instruction of a channel (a step is 128 KiB)."""
 
     def check(self) -> None:
         self.require("channels", self.channels >= 1, ">= 1")
         self.require("chunks", self.chunks >= 1, ">= 1")
-        self.require("chunk_bytes", self.chunk_bytes >= 128 and self.chunk_bytes % 128 == 0,
-                     "a positive multiple of 128 B, the NVLink line")
 
 
 @register("coconet_nvls", partition="tp", params=CoconetNvlsParams,
           summary="CoCoNet chunked GEMM+AllReduce overlap, NVLS AllReduce per chunk")
 def lower(graph, target, params: CoconetNvlsParams):
-    cfg = nvls.NvlsConfig(channels=params.channels, chunk_bytes=params.chunk_bytes)
+    cfg = nvls.NvlsConfig(channels=params.channels)
 
     def emit(lw, op, data, chunks, wait, stream, after):
         ki = nvls.collective(lw.b, op.name, "all_reduce", op.bytes, tensor=data, cfg=cfg, chunks=chunks, wait=wait)

@@ -19,19 +19,15 @@ from harness.workload.graph import Collective
 class TpNvlsParams(SchemeParams):
     channels: int = 16
     """NVLS channels (CTAs) of the collective kernel (NCCL's default at 8 GPUs, spec A15)."""
-    chunk_bytes: int = 32768
-    """Bytes of one `multimem.ld_reduce` / `multimem.st` instruction of a channel (a step is 128 KiB)."""
 
     def check(self) -> None:
         self.require("channels", self.channels >= 1, ">= 1")
-        self.require("chunk_bytes", self.chunk_bytes >= 128 and self.chunk_bytes % 128 == 0,
-                     "a positive multiple of 128 B, the NVLink line")
 
 
 def lower_serial(graph, target, params, scheme: str):
     """Every op as one kernel on one stream, collectives by NVLS (TP-NVLS and SP-NVLS)."""
     lw = Lowering(graph, target, scheme)
-    cfg = NvlsConfig(channels=params.channels, chunk_bytes=params.chunk_bytes)
+    cfg = NvlsConfig(channels=params.channels)
     for op in graph.ops:
         if isinstance(op, Collective):
             lw.nvls(op, cfg)
