@@ -1,14 +1,15 @@
 """One CTA's local copy rate on the Hopper engine, beside the measured H100 rows.
 
 The kernel is measure_cta_jitter.py's `copy` (docs/MEASUREMENTS.md "Per-slice CTA rates"): each
-of 16 CTAs walks 32 slices of 1 MiB of its own region in rounds of threads x 4 x 16 B (NCCL
-Simple's 16 B vectors, 4 loads in flight per thread): the round's loads, a wait for them, then
+of 16 CTAs walks 32 slices of 1 MiB of its own region in rounds of threads x unroll x 16 B
+(16 B vectors, `unroll` loads in flight per thread): the round's loads, a wait for them, then
 its stores (posted to L2) while the next round loads. That is how a copy warp group of the
-NVLS kernels moves data (harness/kernels/nvls.py: 8 warps, 16 KiB rounds). GPU: the defaults
-(H100) at 1980 MHz, the clock the measuring GPU ran these small kernels at; nothing is fitted to
-the measured rows (harness/data/measured/h100_cta_slice_rates_c16.csv, op copy).
+NVLS kernels moves data (harness/kernels/nvls.py: NCCL's COLL_UNROLL = 8, so 8 warps move 32
+KiB rounds). GPU: the defaults (H100) at 1980 MHz, the clock the measuring GPU ran these small
+kernels at; nothing is fitted to the measured rows
+(harness/data/measured/h100_cta_slice_rates_c16_unroll.csv, op copy, 4 and 8 deep).
 
-  .venv/bin/python scripts/cta_copy.py [--threads 256,512,640] [OVERRIDE ...]
+  .venv/bin/python scripts/cta_copy.py [--threads 256,512,640] [--unroll 4,8] [OVERRIDE ...]
 """
 from __future__ import annotations
 
@@ -25,13 +26,13 @@ from harness.gpu import standalone  # noqa: E402
 from harness.gpu.isa_text import isa  # noqa: E402
 from harness.kernels.builder import WorkloadBuilder, affine  # noqa: E402
 
-MEASURED = REPO_ROOT / "harness" / "data" / "measured" / "h100_cta_slice_rates_c16.csv"
+MEASURED = REPO_ROOT / "harness" / "data" / "measured" / "h100_cta_slice_rates_c16_unroll.csv"
 CTAS, SLICES, SLICE = 16, 32, 1 << 20
 
 
-def workload(threads: int):
-    """16 CTAs, each copying 32 slices of (about) 1 MiB in rounds of threads x 64 B."""
-    rnd = threads * 4 * 16
+def workload(threads: int, unroll: int):
+    """16 CTAs, each copying 32 slices of (about) 1 MiB in rounds of threads x unroll x 16 B."""
+    rnd = threads * unroll * 16
     rounds = SLICE // rnd  # 640 threads: 25 rounds of 40 KiB, 1000 KiB per slice
     b = WorkloadBuilder("cta_copy", 1, 132)
     src, dst = b.buffer("src", CTAS * SLICES * SLICE), b.buffer("dst", CTAS * SLICES * SLICE)
@@ -51,6 +52,7 @@ def workload(threads: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="256,512,640")
+    ap.add_argument("--unroll", default="4,8")
     ap.add_argument("overrides", nargs="*", help="gpu.KEY=VALUE")
     a = ap.parse_args()
     over = {"clock_mhz": 1980.0}
@@ -58,15 +60,16 @@ def main() -> None:
         k, _, v = kv.partition("=")
         over[k] = float(v)
     measured = pd.read_csv(MEASURED)
-    measured = measured[measured["op"] == "copy"].set_index("threads")["per_cta_GBps"]
-    print("threads  round KiB  engine GB/s per CTA  measured  error")
-    for t in (int(x) for x in a.threads.split(",")):
-        wl, nbytes = workload(t)
-        us = standalone.kernel_time_us(standalone.run(wl, over))
-        gbps = nbytes / us / 1e3
-        m = measured.get(t)
-        err = f"{100 * (gbps / m - 1):+.1f} %" if m else "-"
-        print(f"{t:7d}  {t * 64 / 1024:9.0f}  {gbps:19.1f}  {m if m else '-':>8}  {err}")
+    measured = measured[measured["op"] == "copy"].set_index(["threads", "unroll"])["per_cta_GBps"]
+    print("threads  unroll  round KiB  engine GB/s per CTA  measured  error")
+    for u in (int(x) for x in a.unroll.split(",")):
+        for t in (int(x) for x in a.threads.split(",")):
+            wl, nbytes = workload(t, u)
+            us = standalone.kernel_time_us(standalone.run(wl, over))
+            gbps = nbytes / us / 1e3
+            m = measured.get((t, u))
+            err = f"{100 * (gbps / m - 1):+.1f} %" if m else "-"
+            print(f"{t:7d}  {u:6d}  {t * u * 16 / 1024:9.0f}  {gbps:19.1f}  {m if m else '-':>8}  {err}")
 
 
 if __name__ == "__main__":

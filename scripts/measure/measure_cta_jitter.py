@@ -6,7 +6,8 @@ moved every slice in the same time; whatever spreads slice times apart lets the 
 apart. This measures that spread for the receive-only primitives' work: 24 CTAs (24 ring
 channels) of 512 threads (NCCL's Simple protocol) each copy (or bf16 reduce-copy) `--slices`
 consecutive 1 MiB slices of their own region, with the Simple protocol's access pattern (16 B
-per thread, 4 loads in flight); thread 0 of each CTA stamps %globaltimer after every slice's
+per thread, `--unroll` loads in flight: 4 by default, NCCL's COLL_UNROLL is 8 on sm_80 and later);
+thread 0 of each CTA stamps %globaltimer after every slice's
 __syncthreads. Sources come from HBM (regions larger than 4x the L2).
 
 Ops (loads / stores per 16 B): copy 1/1 (recv's copy-out, or a send), copy2 1/2 (copySend,
@@ -23,7 +24,8 @@ Summary printed: per op, the coefficient of variation of slice_ns over all CTAs 
 Usage (device, one GPU): python3 scripts/measure/measure_cta_jitter.py --out $OUT/h200_cta_jitter.csv
 Summary of measured CSVs (anywhere): python3 scripts/measure/measure_cta_jitter.py --summarize A.csv [B.csv ...]
   --out S.csv  -> op,threads,slice_bytes,slices,mean_us,per_cta_GBps,cv_all,cv_within_cta,cv_cta_means,source
-  (threads and slice bytes are taken from the file name's _t<threads> and _<K>k parts; default 512, 1 MiB)
+  (threads, slice bytes and unroll are taken from the file name's _t<threads>, _<K>k and _u<unroll>
+  parts; default 512, 1 MiB, 4)
 """
 from __future__ import annotations
 
@@ -37,7 +39,9 @@ from common import CsvOut, enforce_no_multicast  # noqa: E402
 
 KERNELS = r"""
 #include <cuda_bf16.h>
+#ifndef UNROLL
 #define UNROLL 4
+#endif
 __device__ __forceinline__ unsigned long long gtimer() {
   unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
 }
@@ -103,12 +107,13 @@ def summarize(paths: list[str], out_path: str) -> None:
     import csv
     import re
 
-    out = CsvOut(out_path, ["op", "threads", "slice_bytes", "slices", "mean_us", "per_cta_GBps", "cv_all",
+    out = CsvOut(out_path, ["op", "threads", "slice_bytes", "unroll", "slices", "mean_us", "per_cta_GBps", "cv_all",
                             "cv_within_cta", "cv_cta_means", "source"])
     for path in paths:
         name = os.path.basename(path)
         t = re.search(r"_t(\d+)", name)
         k = re.search(r"_(\d+)k", name)
+        u = re.search(r"_u(\d+)", name)
         threads, slice_bytes = int(t.group(1)) if t else 512, int(k.group(1)) * 1024 if k else 1 << 20
         by_op: dict[str, dict[tuple[int, int], list[int]]] = {}
         with open(path) as f:
@@ -118,7 +123,8 @@ def summarize(paths: list[str], out_path: str) -> None:
         for op, ctas in by_op.items():
             every = [x for v in ctas.values() for x in v]
             mean_ns = statistics.fmean(every)
-            out.row(op=op, threads=threads, slice_bytes=slice_bytes, slices=len(next(iter(ctas.values()))) + 1,
+            out.row(op=op, threads=threads, slice_bytes=slice_bytes, unroll=int(u.group(1)) if u else 4,
+                    slices=len(next(iter(ctas.values()))) + 1,
                     mean_us=round(mean_ns / 1e3, 3), per_cta_GBps=round(slice_bytes / mean_ns, 2),
                     cv_all=round(cv(every), 4), cv_within_cta=round(statistics.fmean(cv(v) for v in ctas.values()), 4),
                     cv_cta_means=round(cv([statistics.fmean(v) for v in ctas.values()]), 4), source=name)
@@ -134,13 +140,14 @@ def main() -> None:
     ap.add_argument("--slice-bytes", type=int, default=1 << 20)
     ap.add_argument("--slices", type=int, default=32)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--unroll", type=int, default=4, help="16 B loads in flight per thread per round")
     args = ap.parse_args()
     if args.summarize:
         return summarize(args.summarize, args.out)
     enforce_no_multicast()
     import cupy as cp
 
-    mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
+    mod = cp.RawModule(code=KERNELS, options=("-std=c++17", f"-DUNROLL={args.unroll}"))
     kern = {op: mod.get_function(f"{op.split('_')[0]}_slices") for op in ("copy", "copy2", "reduce_bf16", "reduce2_bf16")}
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     region = args.slice_bytes * args.slices
@@ -165,7 +172,7 @@ def main() -> None:
                 every += dts[1:]
                 within.append(cv(dts[1:]))
                 means.append(statistics.fmean(dts[1:]))
-        print(f"{op:12s} slice {args.slice_bytes >> 10} KiB x {args.ctas} CTAs x {args.threads} threads: "
+        print(f"{op:12s} slice {args.slice_bytes >> 10} KiB x {args.ctas} CTAs x {args.threads} threads x {args.unroll}: "
               f"mean {statistics.fmean(every) / 1e3:8.2f} us ({args.slice_bytes / statistics.fmean(every):.2f} GB/s per CTA), "
               f"CV all {cv(every):.3f}, within a CTA {statistics.fmean(within):.3f}, of CTA means {cv(means):.3f}",
               flush=True)
