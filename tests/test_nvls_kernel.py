@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 
 from harness.experiments import validate_collectives as vc
+from harness.gpu import functional
 from harness.gpu.isa_text import isa
 from harness.kernels import nvls
-from harness.kernels.builder import WorkloadBuilder
+from harness.kernels.builder import WorkloadBuilder, affine
+from harness.system import run_system
 from tests.conftest import compose
 
 GROUPS = {"all_reduce": ["scatter", "reduce", "gather"], "reduce_scatter": ["scatter", "reduce"],
@@ -96,3 +98,38 @@ def test_validate_collectives_runs_the_kernel_with_delivered_multicast_stores():
     params = vc.row_params(cfg, row)
     vc.isa_workload(cfg, row, params)
     assert params["net.nvls.member_acks"] is True
+
+
+@pytest.mark.parametrize("kind", list(GROUPS))
+def test_rounds_with_a_shorter_rest_leave_exact_values(engines, kind):
+    """4 GPUs, 2 channels, one 128 KiB step per channel and head: the groups' rounds (28 / 24 KiB
+    at 4 ranks) loop over whole rounds and end on a shorter one; every GPU ends with numpy's sums
+    (all_reduce, reduce_scatter's shard) or gathered parts (all_gather)."""
+    if not (engines / "cais-engine").exists():
+        pytest.skip("cais-engine not built")
+    G, C, step = 4, 2, 131072
+    cfg = nvls.NvlsConfig(channels=C)
+    assert any(step % nvls.round_bytes(kind, G, g) for g in GROUPS[kind])  # a rest round is exercised
+    n = C * G * step
+    b = WorkloadBuilder(f"nvls_{kind}", G, 132, functional=True)
+    tensor, shard = b.buffer("data", n, multicast=True), b.buffer("shard", n // G)
+    fk, p = b.kernel("fill", C, 1, threads=128)  # every GPU writes g + 1 into what it contributes
+    if kind == "all_gather":
+        p.ins(isa.ST, buffer=shard, addr=affine(0, bx=n // G // C), rows=1, row_bytes=n // G // C)
+    else:
+        p.ins(isa.ST, buffer=tensor, addr=affine(0, bx=n // C), rows=1, row_bytes=n // C)
+    fill = b.launch(fk, b.stream("s"))
+    b.launch(nvls.collective(b, "c", kind, n, tensor=tensor, shard=shard, cfg=cfg), b.stream("s"), after=(fill,))
+    run = compose("system=hgx_h200_4gpu", "system.gpu_model=hopper", "net.functional=true", "net.features=nvls",
+                  "net.nvls.member_acks=true")
+    stats = run_system(run, workload=b.wl.SerializeToString()).stats
+    s = dict(zip(stats["name"], stats["value"]))
+    total = float(sum(g + 1 for g in range(G)))
+    for g in range(G):
+        if kind == "all_reduce":
+            assert functional.engine_summary(s, g, "data") == functional.summary([total] * (n // 2)), g
+        elif kind == "reduce_scatter":
+            assert functional.engine_summary(s, g, "shard") == functional.summary([total] * (n // G // 2)), g
+        else:  # part r of the tensor is GPU r's shard
+            want = [float(r + 1) for r in range(G) for _ in range(n // G // 2)]
+            assert functional.engine_summary(s, g, "data") == functional.summary(want), g
