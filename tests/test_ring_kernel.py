@@ -88,3 +88,16 @@ def test_every_cut_of_a_step_leaves_exact_values(engines, kind, part):
     for g in range(G):
         want = functional.summary(_expected(kind, g, part, C))
         assert functional.engine_summary(stats, g, "data") == want, f"{kind} gpu{g}"
+
+
+@pytest.mark.parametrize("kind", ring.KINDS)
+def test_a_slice_of_many_rounds_leaves_exact_values(engines, kind):
+    """A 168 KiB part in two 84 KiB slices, each streamed in rounds of 128 threads x 8 x 16 B =
+    16 KiB (NCCL's unroll): a first round, a loop of four, and a 4 KiB rest."""
+    if not (engines / "cais-engine").exists():
+        pytest.skip("cais-engine not built")
+    part = 172032
+    assert ring.slice_size(part, 98304) == 86016 and 86016 % (128 * ring.PIECE_BYTES_PER_THREAD) == 4096
+    stats, C = _ring_values(kind, part, slice_bytes=98304)
+    for g in range(G):
+        assert functional.engine_summary(stats, g, "data") == functional.summary(_expected(kind, g, part, C)), g
