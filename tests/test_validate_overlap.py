@@ -122,7 +122,7 @@ def test_the_switch_runs_a_4_and_an_8_gpu_ring_at_the_same_rate(engines):
     """On 4 GPUs as on 8 every GPU sends data to the next and write acks to the previous, so each
     switch output takes one GPU's data and another's acks, and per GPU the rings move data at the
     same rate. validate_overlap allocates the switch flit by flit, which does that: 32 MiB runs at
-    269.0 GB/s on 4 GPUs and 267.8 on 8. The packet-level allocator did not (212.6 against 312.4:
+    257.5 GB/s on 4 GPUs and 262.2 on 8. The packet-level allocator did not (212.6 against 312.4:
     an input held its data behind a response for a busy output), nor did its stand-ins for
     flit interleaving settle in one place (docs/VALIDATION.md)."""
     if not (engines / "cais-engine").exists():
