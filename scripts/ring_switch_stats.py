@@ -1,0 +1,61 @@
+"""Where a ring AllReduce's link time goes in the NVSwitch engine, on 2, 4 and 8 GPUs.
+
+One ISA ring all_reduce (harness/kernels/ring.py, validate_overlap's settings: flit-level switch,
+24 channels) of about 32 MiB per GPU on hgx_h200_{N}gpu. Prints per GPU count: the data rate per
+GPU (the bytes it sends, 2 (N-1)/N of the tensor, over the last GPU's end), GPU 0's link busy
+fraction (port time over the run), and the switch residence of a packet (mean and p99, ns). On 2
+GPUs each switch output takes one input; on 4 and 8 it takes the data of GPU g-1 and the write
+acks of GPU g+1 (docs/VALIDATION.md, "GEMM + ring AllReduce").
+
+  .venv/bin/python scripts/ring_switch_stats.py [--gpus 2,4,8] [OVERRIDE ...]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+LINES_PER_PART = {2: 5464, 4: 2732, 8: 1366}  # 32 MiB in whole 128 B parts of 24 channels
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", default="2,4,8")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides (net.vc_depth_flits=4096, ...)")
+    a = ap.parse_args(argv)
+    from hydra import compose, initialize_config_dir
+
+    from harness import CONF_DIR
+    from harness.config.schema import register
+    from harness.kernels import ring
+    from harness.kernels.builder import WorkloadBuilder
+    from harness.system import run_system
+
+    register()
+    print("gpus  GB/s per GPU  link busy %  switch residence mean / p99 ns")
+    for g in (int(x) for x in a.gpus.split(",")):
+        if g not in LINES_PER_PART:
+            print(f"ring_switch_stats: --gpus takes {', '.join(map(str, LINES_PER_PART))}", file=sys.stderr)
+            return 2
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config",
+                          overrides=["experiment=validate_overlap", f"system=hgx_h200_{g}gpu", *a.overrides])
+        channels = int(cfg.collective.channels)
+        nbytes = channels * g * 128 * LINES_PER_PART[g]
+        b = WorkloadBuilder("ar", g, int(cfg.gpu.num_sms))
+        b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
+                                 cfg=ring.RingConfig(channels=channels)), b.stream("s"))
+        st = run_system(cfg, workload=b.wl.SerializeToString()).stats
+        s = dict(zip(st["name"], st["value"]))
+        end_ns = max(s[f"gpu{i}.kernel0.ar.end"] for i in range(g))
+        ports = sorted({n.split(".")[1] for n in s if n.startswith("gpu0.port") and n.endswith(".tx.busy_ps")})
+        busy = sum(s[f"gpu0.{p}.tx.busy_ps"] for p in ports) / len(ports) / 1e3 / end_ns
+        print(f"{g:4d}  {2 * (g - 1) / g * nbytes / end_ns:12.1f}  {100 * busy:11.1f}  "
+              f"{s['sw0.residence.mean']:.1f} / {s['sw0.residence.p99']:.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
