@@ -33,12 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     from harness.kernels.builder import WorkloadBuilder
     from harness.system import run_system
 
+    try:
+        gpus = [int(x) for x in a.gpus.split(",")]
+    except ValueError:
+        gpus = []
+    if not gpus or any(g not in LINES_PER_PART for g in gpus):
+        print(f"ring_switch_stats: --gpus takes a comma-separated subset of {', '.join(map(str, LINES_PER_PART))}",
+              file=sys.stderr)
+        return 2
     register()
     print("gpus  GB/s per GPU  link busy %  switch residence mean / p99 ns")
-    for g in (int(x) for x in a.gpus.split(",")):
-        if g not in LINES_PER_PART:
-            print(f"ring_switch_stats: --gpus takes {', '.join(map(str, LINES_PER_PART))}", file=sys.stderr)
-            return 2
+    for g in gpus:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config",
                           overrides=["experiment=validate_overlap", f"system=hgx_h200_{g}gpu", *a.overrides])
