@@ -66,6 +66,27 @@ def test_gemm_first_holds_back_a_stream_that_does_not_fit_beside_it(engines):
     assert out["sim_makespan_us"][0] >= 0.95 * (out["sim_gemm_alone_us"][0] + out["sim_stream_alone_us"][0] - 10)
 
 
+def test_a_stream_that_starts_beside_a_running_gemm_gets_its_small_l1(engines):
+    """A kernel launched while a cuBLAS GEMM runs takes the SMs the GEMM frees with the GEMM's
+    shared-memory configuration (28 KB of L1; docs/MEASUREMENTS.md, call 31): its reduce CTAs,
+    64 KiB of loads in flight each, move about half as fast. Run after the GEMM (stream_first
+    puts it on fresh SMs) or beside a GEMM that does not hold its configuration, nothing changes."""
+    from harness.gpu import standalone
+    row = pd.Series(dict(ROWS[1], name="llama_7b.fc2.fwd", M=9216, N=4096, K=1408, ctas=8, bytes=50 << 20))
+    base = {"gpu.launch_skew_ns": 0.0, "gpu.clock_spread_frac": 0.0}
+    gwl, _ = vc.gemm_workload(row, base)
+    pair = vc.pair_workload(gwl, row)
+    plain = vc.pair_workload(gwl, row)
+    for k in plain.kernels:
+        k.holds_carveout = False
+    kept, reset = standalone.run_many([pair, plain], [base, base], jobs=1)
+    assert kept["gpu0.l1.kept_configs"] > 0 and kept["gpu0.l1.held_loads"] > 0
+    assert reset["gpu0.l1.kept_configs"] == 0 and reset["gpu0.l1.held_loads"] == 0
+    stream = lambda st: st["gpu0.kernel1.stream_reduce.end"] - st["gpu0.kernel1.stream_reduce.first_cta"]  # noqa: E731
+    assert 1.6 < stream(kept) / stream(reset) < 2.6
+    assert kept["gpu0.kernel0.gemm_dp.end"] == reset["gpu0.kernel0.gemm_dp.end"]  # the GEMM's TMA loads: no L1
+
+
 def test_the_measured_clock_is_not_an_input(engines):
     """Every row runs at the burst clock (the maximum boost clock unless gpu.clock_mhz fixes one),
     whatever clock NVML read while the measured pair ran."""

@@ -16,7 +16,9 @@ Example::
 
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
 [multicast] [l2_resident] [arrivals=FLAGS:REGION_BYTES]`` (a red.cais arrival counter: the
-flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region), ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]``,
+flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region),
+``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]
+[l1_loads] [holds_carveout]`` (isa.proto Kernel.loads_via_l1, Kernel.holds_carveout),
 ``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.group NAME``
 (inside a kernel: the instructions that follow, up to the next ``.group`` or ``.end``, are that
 warp group's program, isa.proto Kernel.warp_groups), ``.end``,
@@ -343,6 +345,8 @@ def parse(text: str):
                     kernel.dynamic_blocks = "dynamic" in flags
                     kernel.ctas = int(kv.get("ctas", 0))
                     kernel.cluster_ctas = int(kv.get("cluster", 0))
+                    kernel.loads_via_l1 = "l1_loads" in flags
+                    kernel.holds_carveout = "holds_carveout" in flags
                     kernels[args[0]] = len(wl.kernels) - 1
                     program = kernel.program
                     depth = 0
@@ -430,7 +434,8 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
         out.append(f".kernel {k.name} grid={k.grid_x}x{k.grid_y} threads={k.threads_per_block} "
                    f"regs={k.regs_per_thread} smem={k.smem_bytes}" + (f" cluster={k.cluster_ctas}" if k.cluster_ctas else "")
                    + (" persistent" if k.persistent else "") + (f" ctas={k.ctas}" if k.ctas else "")
-                   + (" dynamic" if k.dynamic_blocks else ""))
+                   + (" dynamic" if k.dynamic_blocks else "") + (" l1_loads" if k.loads_via_l1 else "")
+                   + (" holds_carveout" if k.holds_carveout else ""))
         if k.cais.enabled:
             c = k.cais
             out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"

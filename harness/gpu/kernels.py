@@ -268,7 +268,7 @@ def _gemm_kernel(wl, name: str, M: int, N: int, K: int, k0: int, kl: int, c: Gem
     row-major, B stored [N,K] (NT)."""
     gx, gy = math.ceil(N / c.tn), math.ceil(M / c.tm)
     k = wl.kernels.add(name=name, grid_x=gx, grid_y=gy, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, holds_carveout=True)
     p = Program(k)
     kt = max(1, math.ceil(kl / TK))
     lda = K * ELEM
@@ -304,7 +304,7 @@ def _linear_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a:
     is left."""
     gx = math.ceil(N / c.tn)
     k = wl.kernels.add(name=name, grid_x=tiles, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, persistent=bool(ctas), ctas=ctas,
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, holds_carveout=True, persistent=bool(ctas), ctas=ctas,
                        dynamic_blocks=bool(ctas))
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
@@ -337,7 +337,7 @@ def _persistent_gemm_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig
     gx = math.ceil(N / c.tn)
     G = c.grid
     k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, holds_carveout=True)
     p = Program(k)
     kt = max(1, math.ceil(K / TK))
     lda, step = K * ELEM, TK * ELEM
@@ -388,7 +388,7 @@ def _streamk_kernel(wl, name: str, M: int, N: int, K: int, c: GemmConfig, a: int
     separate reduction kernel does that."""
     gx, kt, G = sk["gx"], sk["kt"], c.grid
     k = wl.kernels.add(name=name, grid_x=ctas, grid_y=1, threads_per_block=c.threads, regs_per_thread=168,
-                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas)
+                       smem_bytes=c.smem, cluster_ctas=c.cluster_ctas, holds_carveout=True)
     p = Program(k)
     lda, step = K * ELEM, TK * ELEM
     a_rows, b_rows, tm_eff, tn_eff = _tile_rows(M, N, c)
@@ -683,7 +683,7 @@ def layernorm(M: int, N: int, threads: int = 128, vec_elems: int = 4, name: str 
     gamma = add_buffer(wl, "gamma", N * ELEM)
     beta = add_buffer(wl, "beta", N * ELEM)
     k = wl.kernels.add(name="layernorm", grid_x=M, grid_y=1, threads_per_block=threads, regs_per_thread=32,
-                       smem_bytes=threads // 32 * 3 // 2 * 4)
+                       smem_bytes=threads // 32 * 3 // 2 * 4, loads_via_l1=True)
     layernorm_program(Program(k), x, y, gamma, beta, N, threads, vec_elems)
     wl.launches.add(kernel=0, stream=0)
     return wl

@@ -47,7 +47,7 @@ def add_stream_kernel(wl, kind: str, ctas: int, nbytes: int, *, stream: int, sta
     srcs = [add_buffer(wl, f"stream_src{i}", total) for i in range(2 if kind == "reduce" else 1)]
     dst = add_buffer(wl, "stream_dst", total)
     k = wl.kernels.add(name=f"stream_{kind}", grid_x=ctas, grid_y=1, threads_per_block=threads,
-                       regs_per_thread=REGS_PER_THREAD[kind], smem_bytes=0)
+                       regs_per_thread=REGS_PER_THREAD[kind], smem_bytes=0, loads_via_l1=True)
     p = Program(k)
     addr = lambda: affine(0, bx=per_cta, loops=(chunk,))  # noqa: E731
     p.loop(steps)

@@ -67,10 +67,13 @@ class WorkloadBuilder:
 
     # ---- kernels and launches
     def kernel(self, name: str, grid_x: int, grid_y: int = 1, *, threads: int = 256, regs: int = 32,
-               smem: int = 0, persistent: bool = False, cluster_ctas: int = 0):
+               smem: int = 0, persistent: bool = False, cluster_ctas: int = 0, loads_via_l1: bool = False,
+               holds_carveout: bool = False):
+        """loads_via_l1: its local loads go into registers through L1 (LDG, NCCL's and the
+        LayerNorm's), not by TMA into shared memory; holds_carveout: a cuBLAS GEMM (isa.proto)."""
         k = self.wl.kernels.add(name=name, grid_x=max(1, grid_x), grid_y=max(1, grid_y), threads_per_block=threads,
                                 regs_per_thread=regs, smem_bytes=smem, persistent=persistent,
-                                cluster_ctas=cluster_ctas)
+                                cluster_ctas=cluster_ctas, loads_via_l1=loads_via_l1, holds_carveout=holds_carveout)
         return len(self.wl.kernels) - 1, Program(k)
 
     def stream(self, name: str, priority: int = 0, sm_first: int = 0, sm_count: int = 0) -> Stream:

@@ -171,7 +171,8 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
                          f"(got {sorted(set(sharded))}) and no ring shard")
     tpo = tiles_per_shard(c.tm, row_multiple) if edge else 0
     gx, gy = math.ceil(N / c.tn), (M // row_multiple * tpo if edge else math.ceil(M / c.tm))
-    ki, p = b.kernel(name, gx, gy, threads=c.threads, regs=168, smem=c.smem, cluster_ctas=c.cluster_ctas)
+    ki, p = b.kernel(name, gx, gy, threads=c.threads, regs=168, smem=c.smem, cluster_ctas=c.cluster_ctas,
+                     holds_carveout=True)
     kt = max(1, math.ceil(K / TK))
     lda = K * ELEM
     in_rows = rows_in_bounds(c.tm, row_multiple) if edge else None

@@ -19,7 +19,7 @@ def layernorm(b: WorkloadBuilder, name: str, rows: int, cols: int, *, x: int, y:
               dy: int | None = None, x_gpu_offset: int = 0) -> int:
     """One block per row (forward, or backward with the output gradient dy); x_gpu_offset: GPU
     g's rows start at g * x_gpu_offset in x."""
-    ki, p = b.kernel(name, rows, 1, threads=LN_THREADS, regs=32, smem=LN_THREADS // 32 * 3 // 2 * 4)
+    ki, p = b.kernel(name, rows, 1, threads=LN_THREADS, regs=32, smem=LN_THREADS // 32 * 3 // 2 * 4, loads_via_l1=True)
     calibrated.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy, x_gpu_offset=x_gpu_offset)
     return ki
 

@@ -190,7 +190,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
     G = b.gpus
     geo = geometry(nbytes, G, cfg, chunks)
     flags = _Flags(b, name, geo)
-    ki, _ = b.kernel(name, cfg.channels, 1, threads=cfg.threads, regs=64)
+    ki, _ = b.kernel(name, cfg.channels, 1, threads=cfg.threads, regs=64, loads_via_l1=True)
     k = b.wl.kernels[ki]
     up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
     down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1

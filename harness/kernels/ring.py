@@ -251,7 +251,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     recv_steps = 2 * (G - 1) if kind == "all_reduce" else G - 1
     recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
     flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
-    ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64)
+    ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64, loads_via_l1=True)
     p.loop(chunks)
     if wait is not None:
         wait(p)

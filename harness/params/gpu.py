@@ -61,6 +61,15 @@ class GpuParams:
     """32-bit registers per SM."""
     smem_per_sm_kb: float = 228.0
     """Shared memory per SM available to blocks (KB)."""
+    l1_smem_per_sm_kb: float = 256.0
+    """Combined L1 data cache and shared memory of one SM (KB; H100: 256, NVIDIA's Hopper tuning
+    guide). What the SM's shared-memory configuration leaves of it is the L1 that stages the
+    lines of register loads in flight (isa.proto Kernel.loads_via_l1): at the largest
+    configuration, 28 KB (docs/MEASUREMENTS.md, "One SM's streaming loads")."""
+    smem_configs_kb: list[float] = field(default_factory=lambda: [0, 8, 16, 32, 64, 100, 132, 164, 196, 228])
+    """Shared-memory configurations (carveouts) an SM can take (KB; compute capability 9.0, CUDA C++
+    Programming Guide): an SM takes the smallest that holds its resident blocks' shared memory,
+    when its first block is placed."""
     l2_size_mb: float = 50.0
     """L2 capacity; tiles loaded within a kernel stay resident up to this many bytes (FIFO)."""
     l2_latency_ns: float = 150.0

@@ -76,7 +76,8 @@ def lower_fused(graph, target, params, scheme: str, reduce_phase, sink_kind: str
             result = lw.tensor(nxt.name, op.M * ldc, multicast=True)
             gemm = lw.gemm(op, sink=Sink(sink_kind, owner_rows), signal=Signal(flags, "owner", owner_local=True),
                            out=partial, config=c, after=pending)
-            ki, p = lw.b.kernel(f"{nxt.name}.reduce", gx, tpo * G, threads=params.reduce_threads, regs=32)
+            ki, p = lw.b.kernel(f"{nxt.name}.reduce", gx, tpo * G, threads=params.reduce_threads, regs=32,
+                                loads_via_l1=True)
             wait = affine(0, bx=8)
             wait.quotient.add(block_y=1, divisor=G, scale=8 * gx)
             p.ins(isa.FLAG_WAIT, buffer=flags, addr=wait, value=G)  # every GPU's partial, own included

@@ -5,6 +5,7 @@
 
 #include "cais/errors.h"
 #include "cais/gpu/functional_memory.h"
+#include "cais/gpu/l1_staging.h"
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/remote_read_cache.h"
@@ -293,6 +294,8 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
                                   ins.row_stride());
   LocalMemory& mem = *ctx_.mem;
   TimePs t = mem.access(ctx_.now(), tb.sm, key, bytes, write);
+  if (ins.op() == isa::LD && ctx_.sched->launch(tb.launch).dk->k->loads_via_l1())
+    t = ctx_.l1->admit(tb.sm, ctx_.now(), bytes, t);
   const auto elements = [&] { return bytes / ctx_.wl.buffers()[ins.buffer()].elem_bytes; };  // of a register tile
   if (dma) {  // local copy: read the source too
     const std::uint64_t soff = static_cast<std::uint64_t>(eval(tb, ins.src_addr()));

@@ -31,6 +31,21 @@ void read_loaded_latency(const Params& p, HopperConfig& c) {
   c.hbm_load_window_ps = p.get_time_ps("gpu.hbm_load_window_ns", 1);
 }
 
+// gpu.l1_smem_per_sm_kb and gpu.smem_configs_kb: rising configurations, the largest holding
+// gpu.smem_per_sm_kb and within the combined L1 + shared memory.
+void read_smem_configs(const Params& p, HopperConfig& c) {
+  c.l1_smem_per_sm = static_cast<std::uint64_t>(p.get_positive("gpu.l1_smem_per_sm_kb") * 1024.0);
+  for (const double kb : p.get_double_list("gpu.smem_configs_kb")) {
+    const auto bytes = static_cast<std::uint64_t>(kb * 1024.0);
+    if (kb < 0 || (!c.smem_configs.empty() && bytes <= c.smem_configs.back()))
+      throw ConfigError("gpu.smem_configs_kb", "must be >= 0 and strictly rising");
+    c.smem_configs.push_back(bytes);
+  }
+  if (c.smem_configs.empty() || c.smem_configs.back() < c.smem_per_sm || c.smem_configs.back() > c.l1_smem_per_sm)
+    throw ConfigError("gpu.smem_configs_kb", "needs a largest configuration that holds gpu.smem_per_sm_kb and fits "
+                                             "gpu.l1_smem_per_sm_kb");
+}
+
 }  // namespace
 
 HopperConfig HopperConfig::from_params(const Params& p) {
@@ -48,6 +63,7 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.max_threads_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.max_threads_per_sm"));
   c.regs_per_sm = static_cast<std::uint32_t>(p.get_uint("gpu.regs_per_sm"));
   c.smem_per_sm = static_cast<std::uint64_t>(p.get_positive("gpu.smem_per_sm_kb") * 1024.0);
+  read_smem_configs(p, c);
   c.l2_bytes = static_cast<std::uint64_t>(p.get_positive("gpu.l2_size_mb") * 1024.0 * 1024.0);
   c.l2_bytes_per_ps = p.get_positive("gpu.l2_bw_gbps") / 1000.0;
   c.l2_latency_ps = p.get_time_ps("gpu.l2_latency_ns");

@@ -16,6 +16,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
       fmem_(*wl_, wl_->proto().functional(), name()),
       regs_(ctx_),
       mem_(cfg_),
+      l1_(cfg_),
       ports_(ctx_),
       remote_(ctx_),
       hub_(ctx_),
@@ -28,6 +29,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.sched = &sched_;
   ctx_.exec = &exec_;
   ctx_.mem = &mem_;
+  ctx_.l1 = &l1_;
   ctx_.remote = &remote_;
   ctx_.ports = &ports_;
   ctx_.hub = &hub_;
@@ -53,6 +55,8 @@ void HopperGpu::register_stats() {
   st.counter(n + ".local.hbm_read_bytes", "B", &mem_.hbm_read_bytes());
   st.counter(n + ".local.l2_tile_hits", "tiles", &mem_.l2_hits());
   st.counter(n + ".local.l2_tile_misses", "tiles", &mem_.l2_misses());
+  st.counter(n + ".l1.held_loads", "loads", &l1_.held_loads());
+  st.counter(n + ".l1.kept_configs", "blocks", &l1_.kept_configs());
   st.value(n + ".hbm.bytes", "B", [this] { return static_cast<double>(mem_.hbm().bytes); });
   st.value(n + ".l2.bytes", "B", [this] { return static_cast<double>(mem_.l2().bytes); });
   st.counter(n + ".stall.outstanding_limit", "events", &remote_.outstanding_stalls());

@@ -6,6 +6,7 @@
 
 #include "cais/errors.h"
 #include "cais/gpu/block_executor.h"
+#include "cais/gpu/l1_staging.h"
 #include "cais/gpu/sync_flags.h"
 
 namespace cais::gpu {
@@ -273,10 +274,15 @@ void TbScheduler::place(LaunchState& L, std::uint32_t s) {
 std::uint32_t TbScheduler::occupy(LaunchState& L, std::uint32_t s, std::uint32_t cta) {
   const auto& k = *L.dk->k;
   SmOccupancy& sm = sms_[s];
+  const bool empty = sm.blocks == 0;
   sm.blocks += 1;
   sm.threads += k.threads_per_block();
   sm.regs += k.regs_per_thread() * k.threads_per_block();
   sm.smem += k.smem_bytes();
+  const std::uint32_t holder = ctx_.l1->config_launch(s);
+  const bool keep = holder != L1Staging::kNoLaunch && holder != L.index && launches_[holder].dk->k->holds_carveout() &&
+                    !launches_[holder].done;
+  ctx_.l1->take_block(s, L.index, sm.smem, empty, keep, k.holds_carveout());
   if (L.first_cta_ps == kNever) L.first_cta_ps = ctx_.now();
   const std::uint32_t tbi = new_tb();
   Tb& tb = tbs_[tbi];

@@ -183,6 +183,12 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.max_threads_per_sm", 2048);
   put_i("gpu.regs_per_sm", 65536);
   put_d("gpu.smem_per_sm_kb", 228.0);
+  put_d("gpu.l1_smem_per_sm_kb", 256.0);
+  {
+    auto* list = (*c.mutable_params())["gpu.smem_configs_kb"].mutable_list();
+    list->clear_items();
+    for (const double kb : {0.0, 8.0, 16.0, 32.0, 64.0, 100.0, 132.0, 164.0, 196.0, 228.0}) list->add_items()->set_d(kb);
+  }
   put_d("gpu.l2_size_mb", 50.0);
   put_d("gpu.l2_bw_gbps", 1000.0);  // 1 B/ps
   put_d("gpu.l2_latency_ns", 100.0);

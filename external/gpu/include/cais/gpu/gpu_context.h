@@ -6,6 +6,7 @@
 //   TbScheduler       launches, occupancy, dispatch, TB dependencies   (tb_scheduler.h)
 //   BlockExecutor     runs a block's program, one function per opcode family (block_executor.h)
 //   LocalMemory       SM ports, L2 tile cache, HBM servers             (local_memory.h)
+//   L1Staging         SMs' shared-memory configurations, L1 bound on loads in flight (l1_staging.h)
 //   RemotePacketizer  remote ops -> NVLink packets per issue queue    (remote_packetizer.h)
 //   NvlinkPorts       output channels, input buffers, egress queues    (nvlink_ports.h)
 //   NvlinkHub         answers and applies what peers and switches send (nvlink_hub.h)
@@ -28,6 +29,7 @@ namespace cais::gpu {
 class TbScheduler;
 class BlockExecutor;
 class LocalMemory;
+class L1Staging;
 class RemotePacketizer;
 class NvlinkPorts;
 class NvlinkHub;
@@ -66,6 +68,7 @@ struct GpuContext {
   TbScheduler* sched = nullptr;
   BlockExecutor* exec = nullptr;
   LocalMemory* mem = nullptr;
+  L1Staging* l1 = nullptr;
   RemotePacketizer* remote = nullptr;
   NvlinkPorts* ports = nullptr;
   NvlinkHub* hub = nullptr;

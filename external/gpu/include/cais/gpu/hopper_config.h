@@ -18,6 +18,8 @@ struct HopperConfig {
   double alu_efficiency = 0;       // fraction of alu_flops_per_cycle an ALU instruction stream issues at
   std::uint32_t max_blocks_per_sm = 0, max_threads_per_sm = 0, regs_per_sm = 0;
   std::uint64_t smem_per_sm = 0;    // bytes
+  std::uint64_t l1_smem_per_sm = 0;         // bytes of L1 + shared memory (gpu.l1_smem_per_sm_kb)
+  std::vector<std::uint64_t> smem_configs;  // bytes, rising (gpu.smem_configs_kb)
   std::uint64_t l2_bytes = 0;
   double l2_bytes_per_ps = 0;       // whole GPU
   TimePs l2_latency_ps = 0;

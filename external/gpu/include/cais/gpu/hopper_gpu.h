@@ -16,6 +16,7 @@
 #include "cais/gpu/functional_memory.h"
 #include "cais/gpu/gpu_context.h"
 #include "cais/gpu/hopper_config.h"
+#include "cais/gpu/l1_staging.h"
 #include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_hub.h"
 #include "cais/gpu/nvlink_ports.h"
@@ -54,6 +55,7 @@ class HopperGpu : public NodeComponent {
   FunctionalMemory fmem_;
   TileRegisters regs_;
   LocalMemory mem_;
+  L1Staging l1_;
   NvlinkPorts ports_;
   RemotePacketizer remote_;
   NvlinkHub hub_;
