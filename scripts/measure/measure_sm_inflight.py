@@ -53,57 +53,21 @@ enforce_no_multicast()
 
 import torch  # noqa: E402
 
+from measure_concurrent import KERNELS as STREAM_KERNELS, THREADS  # noqa: E402
 from measure_kernels import DriverGreenContext  # noqa: E402
 
-THREADS = 512
-UNROLL = 4
 FILLER_SMEM = 227 * 1024  # the most one block may ask for on sm_90
 FILLER_CYCLES = 40_000    # ~20 us at 1.98 GHz
 POOL_BYTES = 1 << 30      # sources rotate over 1 GiB, >> the 50 MB L2
 COLUMNS = ["sms", "kind", "ctas_per_sm", "ctas", "smem_kb", "before", "bytes_per_cta", "us", "gbps_per_sm",
            "gbps_per_cta", "max_ctas_on_an_sm", "distinct_sms", "reps", "gpu", "notes"]
 
-KERNELS = r"""
-#include <cuda_bf16.h>
-#define UNROLL %d
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long t; asm volatile("mov.u64 %%0, %%globaltimer;" : "=l"(t)); return t; }
-__device__ __forceinline__ unsigned smid() { unsigned s; asm volatile("mov.u32 %%0, %%smid;" : "=r"(s)); return s; }
-__device__ __forceinline__ uint4 add_bf16x8(uint4 x, uint4 y) {
-  __nv_bfloat162* a = reinterpret_cast<__nv_bfloat162*>(&x);
-  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&y);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) a[k] = __hadd2(a[k], b[k]);
-  return x;
-}
-template <bool REDUCE>
-__device__ void walk(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ d,
-                     long long n16, unsigned long long* stamps) {
-  if (threadIdx.x == 0) { stamps[3 * blockIdx.x] = smid(); stamps[3 * blockIdx.x + 1] = gtimer(); }
-  const long long o = (long long)blockIdx.x * n16;
-  for (long long base = threadIdx.x; base < n16; base += (long long)blockDim.x * UNROLL) {
-    uint4 v[UNROLL], w[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      long long i = base + (long long)u * blockDim.x;
-      if (i < n16) { v[u] = a[o + i]; if (REDUCE) w[u] = b[o + i]; }
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      long long i = base + (long long)u * blockDim.x;
-      if (i < n16) d[o + i] = REDUCE ? add_bf16x8(v[u], w[u]) : v[u];
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) stamps[3 * blockIdx.x + 2] = gtimer();
-}
-extern "C" __global__ void stream_copy(const uint4* a, const uint4* b, uint4* d, long long n16, unsigned long long* st) {
-  walk<false>(a, b, d, n16, st); }
-extern "C" __global__ void stream_reduce(const uint4* a, const uint4* b, uint4* d, long long n16, unsigned long long* st) {
-  walk<true>(a, b, d, n16, st); }
+# measure_concurrent.py's streaming kernels (stream_copy, stream_reduce; its helpers smid() and
+# gtimer()) and the fillers.
+KERNELS = STREAM_KERNELS + r"""
 // Holds its SM for `cycles` + `per_sm` x its SM id (SMs freed one after another; the CTAs of one
-// SM end together) and whatever dynamic shared memory it was launched with.
-extern "C" __global__ void filler(long long cycles, long long per_sm, int smem_ints, unsigned long long* sink) {
+// SM end together) and whatever dynamic shared memory it was launched with; stamps its end.
+__device__ void hold(long long cycles, long long per_sm, int smem_ints, unsigned long long* sink) {
   extern __shared__ int s[];
   if (threadIdx.x < smem_ints) s[threadIdx.x] = threadIdx.x;
   const long long n = cycles + per_sm * smid();
@@ -112,18 +76,13 @@ extern "C" __global__ void filler(long long cycles, long long per_sm, int smem_i
   __syncthreads();
   if (threadIdx.x == 0) sink[blockIdx.x] = (smem_ints > 0 && s[0] < 0) ? 0 : gtimer();
 }
+extern "C" __global__ void filler(long long cycles, long long per_sm, int smem_ints, unsigned long long* sink) {
+  hold(cycles, per_sm, smem_ints, sink); }
 // The same in 2-CTA clusters (the cuBLAS GEMMs here run in 2-CTA clusters).
 extern "C" __global__ void __cluster_dims__(2, 1, 1) filler_cluster(long long cycles, long long per_sm, int smem_ints,
                                                                     unsigned long long* sink) {
-  extern __shared__ int s[];
-  if (threadIdx.x < smem_ints) s[threadIdx.x] = threadIdx.x;
-  const long long n = cycles + per_sm * smid();
-  long long t0 = clock64();
-  while (clock64() - t0 < n) {}
-  __syncthreads();
-  if (threadIdx.x == 0) sink[blockIdx.x] = (smem_ints > 0 && s[0] < 0) ? 0 : gtimer();
-}
-""" % UNROLL
+  hold(cycles, per_sm, smem_ints, sink); }
+"""
 
 
 def log(*a):
