@@ -41,9 +41,10 @@ void read_smem_configs(const Params& p, HopperConfig& c) {
       throw ConfigError("gpu.smem_configs_kb", "must be >= 0 and strictly rising");
     c.smem_configs.push_back(bytes);
   }
-  if (c.smem_configs.empty() || c.smem_configs.back() < c.smem_per_sm || c.smem_configs.back() > c.l1_smem_per_sm)
-    throw ConfigError("gpu.smem_configs_kb", "needs a largest configuration that holds gpu.smem_per_sm_kb and fits "
-                                             "gpu.l1_smem_per_sm_kb");
+  if (c.smem_configs.empty() || c.smem_configs.back() < c.smem_per_sm)
+    throw ConfigError("gpu.smem_configs_kb", "needs a largest configuration that holds gpu.smem_per_sm_kb");
+  if (c.smem_configs.back() > c.l1_smem_per_sm)
+    throw ConfigError("gpu.l1_smem_per_sm_kb", "must hold the largest shared-memory configuration (gpu.smem_configs_kb)");
 }
 
 }  // namespace
