@@ -141,10 +141,12 @@ def test_every_gpu_param_is_read_by_the_engine(exe):
 
 def test_accel_sim_option_names_map_to_fields():
     cfg = "-gpgpu_n_clusters 66\n-gpgpu_n_cores_per_cluster 1\n-gpgpu_clock_domains 1755.0:1755.0:1755.0:2619.0\n" \
-          "-gpgpu_shader_registers 65536\n-gpgpu_shmem_size 233472 # 228 KB\n-gpgpu_shader_cta 32\n"
+          "-gpgpu_shader_registers 65536\n-gpgpu_shmem_size 233472 # 228 KB\n-gpgpu_shader_cta 32\n" \
+          "-gpgpu_unified_l1d_size 256\n-gpgpu_shmem_option 0,8,16,32,64,100,132,164,196,228\n"
     over = from_accelsim(cfg)
     assert over["gpu.num_sms"] == 66 and over["gpu.clock_mhz"] == 1755.0
     assert over["gpu.smem_per_sm_kb"] == 228.0 and over["gpu.max_blocks_per_sm"] == 32
+    assert over["gpu.l1_smem_per_sm_kb"] == 256.0 and over["gpu.smem_configs_kb"] == GpuParams().smem_configs_kb
     names = {f.name for f in fields(GpuParams)}
     assert all(k.split(".", 1)[1] in names for k in over)
 

@@ -198,6 +198,8 @@ ACCEL_SIM_ALIASES = {
     "gpgpu_shader_registers": ("regs_per_sm", int),
     "gpgpu_shmem_size": ("smem_per_sm_kb", lambda v: int(v) / 1024.0),
     "gpgpu_shmem_per_block": (None, None),  # per-block limit: taken from the kernel instead
+    "gpgpu_unified_l1d_size": ("l1_smem_per_sm_kb", float),  # KB of L1 + shared memory
+    "gpgpu_shmem_option": ("smem_configs_kb", lambda v: [float(x) for x in str(v).split(",") if x]),  # KB
 }
 
 
