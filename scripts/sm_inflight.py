@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import REPO_ROOT  # noqa: E402
 from harness.gpu import kernels, standalone, stream_kernel  # noqa: E402
+from harness.params.gpu import GpuParams  # noqa: E402
 
 MEASURED = REPO_ROOT / "harness" / "data" / "measured" / "h100_sm_inflight.csv"
 SMS = 4
@@ -41,6 +42,7 @@ def main() -> None:
     for kv in a.overrides:
         k, _, v = kv.partition("=")
         over[k.removeprefix("gpu.")] = float(v)
+    gpu = GpuParams(**{k: v for k, v in over.items() if k in ("l1_smem_per_sm_kb",)})
     rows = pd.read_csv(MEASURED)
     rows = rows[(rows["sms"] == SMS) & (rows["before"] == "none")]
     print("kind    CTAs/SM  smem KB/CTA  L1 KB  measured GB/s per SM  engine  error")
@@ -51,8 +53,8 @@ def main() -> None:
         us = standalone.kernel_time_us(st)
         moved = wl.buffers[-1].bytes  # the output: whole chunks of the kernel's rounds
         engine = moved / SMS / us / 1e3
-        l1 = 256 - min(c for c in (0, 8, 16, 32, 64, 100, 132, 164, 196, 228) if c * 1024 >= k * smem * 1024)
-        print(f"{r['kind']:6s}  {k:7d}  {smem:11d}  {l1:5d}  {r['gbps_per_sm']:20.1f}  {engine:6.1f}  "
+        l1 = gpu.l1_smem_per_sm_kb - min(c for c in gpu.smem_configs_kb if c >= k * smem)  # what l1_staging.h takes
+        print(f"{r['kind']:6s}  {k:7d}  {smem:11d}  {l1:5.0f}  {r['gbps_per_sm']:20.1f}  {engine:6.1f}  "
               f"{100 * (engine / r['gbps_per_sm'] - 1):+.1f} %")
 
 
