@@ -18,16 +18,19 @@ class NetParams:
     forwarding (external/net/src/nvswitch.cc)."""
 
     vcs_per_port: int = 8
-    """Virtual channels per input port (paper, IV-A: eight). Requests and responses use disjoint
-    halves; traffic_control splits the request half into loads and reductions."""
+    """Virtual channels per input port (paper, IV-A: eight), per NVLink lane or per port as
+    vc_buffer_scope says. Requests and responses use disjoint halves; traffic_control splits the
+    request half into loads and reductions."""
     vc_depth_flits: int = 256
     """Buffer depth of one virtual channel, in flits (paper: 256-deep VCs), per NVLink lane or
     per port as vc_buffer_scope says."""
     vc_buffer_scope: str = "lane"
-    """``lane``: vc_depth_flits is per NVLink lane, as in the paper (eight 256-flit VCs per
-    link), so a port bundling N lanes has N x vc_depth_flits per VC; ``port``: per port as given
-    (BookSim's vc_buf_size; what experiments that set vc_depth_flits for a whole bundled port
-    mean). docs/DESIGN_NOTES.md, "VC buffers"."""
+    """``lane``: vcs_per_port and vc_depth_flits are per NVLink lane, as in the paper (eight
+    256-flit VCs per link). Every port of a system has the VCs of its narrowest link (a
+    DGX-H100's 4-lane planes: 32) and each VC is as deep as a wider port needs to hold its
+    lanes' buffering (a 5-lane port: 32 x 320 flits = 40 x 256); ``port``: both per port as
+    given (BookSim's vcs and vc_buf_size; what experiments that set vc_depth_flits for a whole
+    bundled port mean). docs/DESIGN_NOTES.md, "VC buffers"."""
     flit_bytes: int = 16
     """Flit size in bytes (NVLink: 16 B)."""
     header_flits: int = 1

@@ -226,17 +226,37 @@ std::uint64_t InputBuffer::total_packets() const {
   return n;
 }
 
-VcDepth VcDepth::from_params(const Params& p) {
-  VcDepth d;
-  d.flits = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
-  if (d.flits == 0) throw ConfigError("net.vc_depth_flits", "must be >= 1");
-  d.per_lane = p.has("net.vc_buffer_scope") && p.get_enum("net.vc_buffer_scope", {"lane", "port"}) == "lane";
-  return d;
+VcLayout VcLayout::of(const Sim& sim) {
+  const Params& p = sim.params();
+  VcLayout v;
+  const std::uint64_t per = p.get_uint("net.vcs_per_port");
+  v.flits = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
+  if (v.flits == 0) throw ConfigError("net.vc_depth_flits", "must be >= 1");
+  v.per_lane = p.has("net.vc_buffer_scope") && p.get_enum("net.vc_buffer_scope", {"lane", "port"}) == "lane";
+  if (v.per_lane) {
+    std::uint32_t narrowest = 0;
+    for (std::size_t n = 0; n < sim.num_nodes(); ++n)
+      for (const PortLink& l : sim.node(static_cast<std::uint32_t>(n)).out)
+        if (l.connected) {
+          const std::uint32_t lanes = std::max<std::uint32_t>(1, l.lanes);
+          narrowest = narrowest ? std::min(narrowest, lanes) : lanes;
+        }
+    v.unit_lanes = std::max<std::uint32_t>(1, narrowest);
+  }
+  const std::uint64_t vcs = per * v.unit_lanes;
+  if (per == 0 || vcs > kMaxVcs)
+    throw ConfigError("net.vcs_per_port",
+                      std::to_string(per) + (v.per_lane ? " per lane x " + std::to_string(v.unit_lanes) +
+                                                              " lanes of the narrowest link"
+                                                        : " per port") +
+                          " gives " + std::to_string(vcs) + " VCs per port; allowed 1.." + std::to_string(kMaxVcs));
+  v.vcs = static_cast<std::uint32_t>(vcs);
+  return v;
 }
 
-PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
-                              const VcDepth& depth, std::uint32_t flit_bytes,
-                              std::vector<OutputChannel>& out, std::vector<InputBuffer>& in) {
+PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, const VcLayout& vcs,
+                              std::uint32_t flit_bytes, std::vector<OutputChannel>& out,
+                              std::vector<InputBuffer>& in) {
   if (flit_bytes == 0) throw ConfigError("net.flit_bytes", "must be >= 1");  // flits_for divides by it
   const auto& info = sim.node(node);
   std::vector<std::uint32_t> weights;
@@ -244,8 +264,8 @@ PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& n
   in.resize(info.out.size());
   for (std::uint32_t port = 0; port < info.out.size(); ++port) {
     const PortLink& link = info.out[port];
-    out[port].init(link, vcs, depth.of(link), flit_bytes, 1000000);
-    in[port].init(node, port, link, vcs, depth.of(link), 0);
+    out[port].init(link, vcs.vcs, vcs.depth(link), flit_bytes, 1000000);
+    in[port].init(node, port, link, vcs.vcs, vcs.depth(link), 0);
     weights.push_back(link.connected ? std::max<std::uint32_t>(1, link.lanes) : 0);
     if (link.connected) out[port].register_stats(sim.stats(), name + ".port" + std::to_string(port) + ".tx");
   }

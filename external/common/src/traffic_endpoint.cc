@@ -37,11 +37,10 @@ class TrafficEndpoint : public NodeComponent {
     issue_gap_ps_ = p.get_time_ps("traffic.issue_gap_ns");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
-    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const VcDepth depth = VcDepth::from_params(p);
-    if (vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
+    const VcLayout vcs = VcLayout::of(sim);
+    if (vcs.vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
     rng_ = sim.make_rng("traffic." + name());
-    planes_ = init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);
+    planes_ = init_endpoint_ports(sim, node, name(), vcs, flit_bytes_, out_, in_);
     if (planes_.empty() && requests_ > 0 && sim.num_gpus() > 1)  // every request leaves by a port
       throw ConfigError("topology", name() + " has no connected NVLink port but traffic.requests_per_gpu is " +
                                         std::to_string(requests_));

@@ -19,8 +19,8 @@ bool NvlinkPorts::init() {
   const Params& p = sim.params();
   flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
   header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
-  num_vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-  const VcDepth depth = VcDepth::from_params(p);
+  const VcLayout vcs = VcLayout::of(sim);
+  num_vcs_ = vcs.vcs;
   // The switch's VC classes (cais/vc_classes.h): requests and responses apart; with traffic
   // control, loads, reductions/stores and responses apart.
   member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
@@ -29,7 +29,7 @@ bool NvlinkPorts::init() {
   vcs_of_[kReq] = split.load;
   vcs_of_[kPost] = split.reduction;
   vcs_of_[kResp] = split.response;
-  planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), num_vcs_, depth, flit_bytes_, out_, in_);
+  planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), vcs, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);
   post_first_.assign(out_.size(), 1);

@@ -57,15 +57,15 @@ class ProbeSwitch : public NodeComponent {
     const Params& p = sim.params();
     flit_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     hdr_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
-    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const VcDepth depth = VcDepth::from_params(p);
+    const VcLayout layout = VcLayout::of(sim);
+    const std::uint32_t vcs = layout.vcs;
     const auto& info = sim.node(node);
     out_.resize(info.out.size());
     in_.resize(info.out.size());
     q_.resize(info.out.size());
     for (std::uint32_t i = 0; i < info.out.size(); ++i) {
-      out_[i].init(info.out[i], vcs, depth.of(info.out[i]), flit_, 1000000);
-      in_[i].init(node, i, info.out[i], vcs, depth.of(info.out[i]), 0);
+      out_[i].init(info.out[i], vcs, layout.depth(info.out[i]), flit_, 1000000);
+      in_[i].init(node, i, info.out[i], vcs, layout.depth(info.out[i]), 0);
     }
   }
   void handle(const Event& e) override {

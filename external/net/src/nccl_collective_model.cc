@@ -113,14 +113,14 @@ class NcclCollectiveModel : public NodeComponent {
     if (writes_per_response_ == 0) throw ConfigError("collective.writes_per_response", "must be >= 1");
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
-    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const VcDepth vc_depth = VcDepth::from_params(p);
-    const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
+    const VcLayout vc_layout = VcLayout::of(sim);
+    const std::uint32_t vcs = vc_layout.vcs;
+    const std::uint32_t depth = vc_layout.flits;  // the shallowest port's VC
     if (vcs < 2) throw ConfigError("net.vcs_per_port", "the collective GPU model needs >= 2 (requests, responses)");
     resp_vc_ = vcs / 2;  // requests in the lower half, responses in the upper (router VC classes)
     // Per-lane VC buffers (the paper's): spread each class over its VCs like the GPU hub. Per-port
     // buffers: one VC per class, the buffering the validation results were obtained with.
-    class_vcs_ = vc_depth.per_lane ? std::array<std::uint32_t, 2>{vcs / 2, vcs - vcs / 2} : std::array<std::uint32_t, 2>{1, 1};
+    class_vcs_ = vc_layout.per_lane ? std::array<std::uint32_t, 2>{vcs / 2, vcs - vcs / 2} : std::array<std::uint32_t, 2>{1, 1};
     member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
     if (packet_bytes_ == 0 || packet_bytes_ % kElemBytes) throw ConfigError("collective.packet_bytes", "must be a positive multiple of 4");
     if (multiple == 0) throw ConfigError("collective.packet_multiple", "must be >= 1");
@@ -177,7 +177,7 @@ class NcclCollectiveModel : public NodeComponent {
       }
     }
 
-    rng_weights(sim, vcs, vc_depth);
+    rng_weights(sim, vc_layout);
     const std::string pre = name() + ".collective";
     sim.stats().value(pre + ".finish_time", "ps", [this] { return static_cast<double>(finish_ps_); });
     // The channel that finished first: with finish_time, how unevenly the channels progressed.
@@ -275,8 +275,8 @@ class NcclCollectiveModel : public NodeComponent {
     std::uint64_t ro = 0, inflight = 0;
   };
 
-  void rng_weights(Sim& sim, std::uint32_t vcs, const VcDepth& depth) {
-    planes_ = init_endpoint_ports(sim, node_, name(), vcs, depth, flit_bytes_, out_, in_);
+  void rng_weights(Sim& sim, const VcLayout& vcs) {
+    planes_ = init_endpoint_ports(sim, node_, name(), vcs, flit_bytes_, out_, in_);
     queues_.resize(out_.size());
     req_.resize(out_.size());
     next_vc_.assign(out_.size(), {0, 0});

@@ -16,7 +16,7 @@ namespace cais::net {
 NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
     : NodeComponent(sim, sim.node(node).name, node << 8), node_(node) {
   const Params& p = sim.params();
-  params_ = RouterParams::from(p);
+  params_ = RouterParams::from(sim);
   const auto& info = sim.node(node);
   const auto ports = static_cast<std::uint32_t>(info.out.size());
   const std::uint32_t vcs = params_.vcs_per_port;
@@ -31,12 +31,12 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
       in_bw = link.peer_port < back.size() && back[link.peer_port].connected ? back[link.peer_port].bw_gbps
                                                                               : link.bw_gbps;
     }
-    in_[port].init(node, port, link, in_bw, vcs, params_.vc_depth.of(link), params_.credit_ps);
+    in_[port].init(node, port, link, in_bw, vcs, params_.vcs.depth(link), params_.credit_ps);
     out_[port].init(sim, NodeComponent::name() + ".port" + std::to_string(port) + ".tx", link, vcs,
-                    params_.vc_depth.of(link), params_.flit_bytes, params_.stats_bin_ps);
+                    params_.vcs.depth(link), params_.flit_bytes, params_.stats_bin_ps);
   }
   for (std::uint32_t out = 0; out < ports; ++out)  // no upstream link: only the injection queue is used
-    in_[replication_input(out)].init(node, replication_input(out), PortLink{}, 0, vcs, params_.vc_depth.of(info.out[out]),
+    in_[replication_input(out)].init(node, replication_input(out), PortLink{}, 0, vcs, params_.vcs.depth(info.out[out]),
                                      params_.credit_ps);
   const auto inputs = static_cast<std::uint32_t>(in_.size());
   vca_.init(ports, vcs, params_.traffic_control, inputs);
@@ -471,7 +471,7 @@ const bool registered = [] {
     const Params& p = sim.params();
     for (const auto& k : harness_only_net_keys()) p.ignore_prefix(k);
     // Parameters of switch features that are not enabled are someone else's business.
-    const RouterParams rp = RouterParams::from(p);
+    const RouterParams rp = RouterParams::from(sim);
     for (const auto& name : FeatureRegistry::instance().names()) {
       bool enabled = false;
       for (const auto& e : rp.features) enabled |= e == name;

@@ -28,10 +28,11 @@ std::vector<std::string> split_features(const std::string& s) {
 }
 }  // namespace
 
-RouterParams RouterParams::from(const Params& p) {
+RouterParams RouterParams::from(const Sim& sim) {
+  const Params& p = sim.params();
   RouterParams r;
-  r.vcs_per_port = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-  r.vc_depth = VcDepth::from_params(p);
+  r.vcs = VcLayout::of(sim);
+  r.vcs_per_port = r.vcs.vcs;
   r.flit_bytes = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
   r.header_flits = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   r.routing_ps = delay_ps(p, "net.routing_delay_ns");
@@ -55,7 +56,6 @@ RouterParams RouterParams::from(const Params& p) {
   r.traffic_control = p.get_bool("net.traffic_control");
   r.functional = p.get_bool("net.functional");
   r.features = split_features(p.get_string("net.features"));
-  if (r.vcs_per_port == 0 || r.vcs_per_port > 63) throw ConfigError("net.vcs_per_port", "must be in 1..63");
   if (r.flit_bytes == 0) throw ConfigError("net.flit_bytes", "must be >= 1");
   return r;
 }

@@ -35,9 +35,9 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   if (packet_flits_ < std::max<std::uint32_t>(1, header_flits_))
     throw ConfigError("synthetic.packet_flits", "must be >= net.header_flits and >= 1");
-  vcs_ = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-  const VcDepth vc_depth = VcDepth::from_params(p);
-  const std::uint32_t depth = vc_depth.flits;  // the shallowest port's VC
+  const VcLayout vc_layout = VcLayout::of(sim);
+  vcs_ = vc_layout.vcs;
+  const std::uint32_t depth = vc_layout.flits;  // the shallowest port's VC
   if (packet_flits_ > depth) throw ConfigError("synthetic.packet_flits", "larger than net.vc_depth_flits");
   const TimePs credit_ps = p.get_time_ps("net.credit_delay_ns");
   // A flit-level router streams a packet while its tail still arrives: announce heads to it.
@@ -52,8 +52,8 @@ SyntheticTerminal::SyntheticTerminal(Sim& sim, std::uint32_t node)
   free_pending_.assign(info.out.size(), 0);
   bool any = false;
   for (std::uint32_t port = 0; port < info.out.size(); ++port) {
-    out_[port].init(info.out[port], vcs_, vc_depth.of(info.out[port]), flit_bytes_, 1000000);
-    in_[port].init(node, port, info.out[port], vcs_, vc_depth.of(info.out[port]), credit_ps);
+    out_[port].init(info.out[port], vcs_, vc_layout.depth(info.out[port]), flit_bytes_, 1000000);
+    in_[port].init(node, port, info.out[port], vcs_, vc_layout.depth(info.out[port]), credit_ps);
     weights.push_back(info.out[port].connected ? std::max<std::uint32_t>(1, info.out[port].lanes) : 0);
     if (info.out[port].connected) {
       out_[port].register_stats(sim.stats(), name() + ".port" + std::to_string(port) + ".tx");

@@ -58,9 +58,7 @@ class NvlsProbe : public NodeComponent {
     const Params& p = sim.params();
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
-    const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
-    const VcDepth depth = VcDepth::from_params(p);
-    init_endpoint_ports(sim, node, name(), vcs, depth, flit_bytes_, out_, in_);
+    init_endpoint_ports(sim, node, name(), VcLayout::of(sim), flit_bytes_, out_, in_);
     queues_.resize(out_.size());
     schedule(0, kStart);
   }

@@ -420,6 +420,51 @@ TEST(Router, UnknownFeatureAndBadParamsAreNamed) {
   }
 }
 
+TEST(VcLayout, EightVcsPerLaneOfTheNarrowestLinkAndItsBufferingOnEveryPort) {
+  // A 5-lane and two 4-lane GPU-switch channels, as one DGX-H100 GPU's planes: with lane scope
+  // every port has 8 VCs per lane of the narrowest link (32) and every port the paper's
+  // 8 x 256 flits per lane in total (the 5-lane port: 32 VCs of 320 flits = 40 x 256).
+  const auto build = [](const std::string& scope, long per_lane) {
+    TopoBuilder b;
+    for (std::uint32_t g = 0; g < 3; ++g) b.node(proto::NODE_GPU, "g" + std::to_string(g));
+    const auto sw = b.node(proto::NODE_SWITCH, "sw");
+    for (std::uint32_t g = 0, lanes[] = {5, 4, 4}; g < 3; ++g) b.channel(g, sw, lanes[g]);
+    b.net_params(per_lane, 256);
+    b.set_s("net.vc_buffer_scope", scope);
+    b.traffic(1);
+    return b.done();
+  };
+  HostedModel lane;
+  lane.configure(build("lane", 8));
+  const VcLayout l = VcLayout::of(lane.sim());
+  EXPECT_EQ(l.vcs, 32u);
+  EXPECT_EQ(l.unit_lanes, 4u);
+  PortLink five, four;
+  five.lanes = 5;
+  four.lanes = 4;
+  EXPECT_EQ(l.depth(five), 320u);
+  EXPECT_EQ(l.depth(four), 256u);
+  EXPECT_EQ(l.vcs * l.depth(five), 5u * 8u * 256u);
+  lane.sim().run_until(kNever);
+  EXPECT_TRUE(lane.done()) << lane.blocked_reason();
+  lane.check_drained();
+
+  HostedModel port;  // BookSim's meaning: as given, whatever the lanes
+  port.configure(build("port", 8));
+  const VcLayout p = VcLayout::of(port.sim());
+  EXPECT_EQ(p.vcs, 8u);
+  EXPECT_EQ(p.depth(five), 256u);
+
+  HostedModel too_many;  // 16 per lane x 4 lanes: more VCs than the allocators hold
+  try {
+    too_many.configure(build("lane", 16));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "net.vcs_per_port");
+    EXPECT_NE(std::string(e.what()).find("64 VCs per port"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Router, SameSeedSameRunDifferentSeedDifferentRun) {
   auto once = [](std::uint64_t seed) {
     auto b = testing::fat_tree(2, 4, 2);

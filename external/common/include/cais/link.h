@@ -6,6 +6,7 @@
 // per virtual channel; popping a packet returns its flits as credits to the sender, one link
 // latency (plus the configured credit delay) later.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,16 +37,30 @@ class HandleRing {
   std::size_t head_ = 0, size_ = 0;
 };
 
-// Depth of one virtual channel of a port. net.vc_depth_flits is per NVLink lane with
-// net.vc_buffer_scope=lane (the paper's 8 VCs x 256 flits per link: a port bundling `lanes`
-// links gets lanes x that per VC), or per port with `port` (BookSim's meaning; what the
-// validation experiments that set net.vc_depth_flits=4096 mean). An absent scope is `port`.
-// docs/DESIGN_NOTES.md, "VC buffers".
-struct VcDepth {
-  std::uint32_t flits = 0;
+// The virtual channels of every port of a system: how many, and how deep each is
+// (docs/DESIGN_NOTES.md, "VC buffers"). With net.vc_buffer_scope=lane (the default),
+// net.vcs_per_port and net.vc_depth_flits are per NVLink lane: the paper's "eight 256-flit VCs
+// per input port" of one NVLink, so a port bundling N lanes has N lanes' VCs and buffering.
+// One VC count serves every port, so that a VC index means the same at both ends of every link
+// and through a switch: the VCs of the system's narrowest link (`unit_lanes` x net.vcs_per_port),
+// each as deep as a wider port needs to hold its lanes' buffering (beside 4-lane ports, a 5-lane
+// port has 32 VCs of 320 flits: the 40 x 256 flits of its lanes). With `port` (BookSim's
+// meaning; what validation experiments that set net.vc_depth_flits=4096 mean) both keys are per
+// port as given. An absent scope is `port`.
+struct VcLayout {
+  std::uint32_t vcs = 0;         // per port
+  std::uint32_t flits = 0;       // net.vc_depth_flits: one VC of the narrowest port
+  std::uint32_t unit_lanes = 1;  // lanes of the narrowest link (lane scope; 1 with port scope)
   bool per_lane = false;
-  static VcDepth from_params(const Params& p);
-  std::uint32_t of(const PortLink& link) const { return per_lane ? flits * std::max<std::uint32_t>(1, link.lanes) : flits; }
+  // Reads net.vcs_per_port, net.vc_depth_flits and net.vc_buffer_scope against the topology;
+  // throws ConfigError (net.vcs_per_port) if a port would need more than kMaxVcs VCs.
+  static VcLayout of(const Sim& sim);
+  std::uint32_t depth(const PortLink& link) const {
+    if (!per_lane) return flits;
+    const std::uint64_t lanes = std::max<std::uint32_t>(1, link.lanes);
+    return static_cast<std::uint32_t>((flits * lanes + unit_lanes - 1) / unit_lanes);
+  }
+  static constexpr std::uint32_t kMaxVcs = 63;  // the allocators' 64-bit masks, one bit spare
 };
 
 struct ChannelStats {
@@ -185,8 +200,8 @@ class InputBuffer {
 // A GPU's NVLink ports: sizes `out`/`in` to the node's ports, initialises each (statistics
 // "<name>.port<i>.tx" for connected ports) and returns the address-hashed plane choice weighted
 // by each port's lanes (128 B granule), as every GPU-side model needs it.
-PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name, std::uint32_t vcs,
-                              const VcDepth& depth, std::uint32_t flit_bytes,
+PlaneHash init_endpoint_ports(Sim& sim, std::uint32_t node, const std::string& name,
+                              const VcLayout& vcs, std::uint32_t flit_bytes,
                               std::vector<OutputChannel>& out, std::vector<InputBuffer>& in);
 
 }  // namespace cais

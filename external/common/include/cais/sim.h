@@ -94,6 +94,7 @@ class Sim {
 
   // ---- configuration, randomness, statistics
   Params& params() { return params_; }
+  const Params& params() const { return params_; }
   const proto::Configure& config() const { return cfg_; }
   std::uint64_t seed() const { return cfg_.seed(); }
   // A generator seeded from (global seed, stream name): independent of the partition.

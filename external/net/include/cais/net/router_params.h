@@ -7,15 +7,11 @@
 #include "cais/link.h"
 #include "cais/time.h"
 
-namespace cais {
-class Params;
-}
-
 namespace cais::net {
 
 struct RouterParams {
-  std::uint32_t vcs_per_port = 8;
-  VcDepth vc_depth;  // net.vc_depth_flits, per lane or per port (net.vc_buffer_scope)
+  VcLayout vcs;                  // net.vcs_per_port and net.vc_depth_flits against the topology
+  std::uint32_t vcs_per_port = 8;  // vcs.vcs: the VCs of every port
   std::uint32_t flit_bytes = 16;
   std::uint32_t header_flits = 1;
   TimePs routing_ps = 0;
@@ -45,8 +41,9 @@ struct RouterParams {
   bool functional = false;
   std::vector<std::string> features;
 
-  // Reads every net.* key the router uses; throws ConfigError naming a bad key.
-  static RouterParams from(const Params& p);
+  // Reads every net.* key the router uses (VC layout against sim's topology); throws
+  // ConfigError naming a bad key.
+  static RouterParams from(const Sim& sim);
   // Head-to-allocation pipeline (routing + VC allocation + switch allocation).
   TimePs pipeline_ps() const { return routing_ps + vc_alloc_ps + sw_alloc_ps; }
 };
