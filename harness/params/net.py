@@ -62,12 +62,13 @@ class NetParams:
     queue a granted input is busy only while its packet crosses the crossbar, so a small response
     waiting for an output that streams another input's data no longer holds that input's data
     for a free output (the packet-level stand-in for flit interleaving; docs/VALIDATION.md)."""
-    sw_alloc_granularity: str = "packet"
-    """``packet``: a granted packet holds its input and output until its tail has left (fast;
-    the co-simulation default, the one the committed collective results use); ``flit``: the
-    switch is allocated per flit every router cycle while flits wait, as BookSim2's router does
-    (hold_switch_for_packet = 0), so packets of different inputs interleave on an output
-    (external/net/src/nvswitch_flit.cc; docs/VALIDATION.md, BookSim2 comparison)."""
+    sw_alloc_granularity: str = "flit"
+    """``flit``: the switch is allocated per flit every router cycle while flits wait, as
+    BookSim2's router is (hold_switch_for_packet = 0, the paper's simulator), so packets of
+    different inputs interleave on an output (external/net/src/nvswitch_flit.cc; the switch of
+    every validated figure, docs/VALIDATION.md); ``packet``: a granted packet holds its input and
+    output until its tail has left, 1.2-2.3x less CPU on a layer but 16 % slow on an 8-GPU ring,
+    whose outputs each take two inputs (docs/VALIDATION.md, "VCs per lane")."""
     traffic_control: bool = False
     """CAIS traffic control: separate VCs for loads (READ/CAIS_LD/MM_LD_REDUCE requests) and
     reductions (CAIS_RED/MM_RED/WRITE), served round-robin: the request half of the VCs splits

@@ -10,7 +10,8 @@
 // Two pipeline rules of BookSim's iq_router that only show under contention (a grant at tick T
 // here is BookSim's switch-allocation cycle T - sw_alloc_delay; its updates land at T - 1):
 // - A packet behind a tail in the same input VC starts routing only once that tail has left:
-//   its head may cross no earlier than T + routing + VC allocation + switch allocation.
+//   its head may cross no earlier than T + routing + VC allocation + switch allocation. (Not in
+//   the switch's own injection and replication queues, whose packets were routed when made.)
 // - VC allocation is BookSim's separable input-first allocator, run in the tick (before switch
 //   allocation) for the heads whose pipeline delay ran out and that hold no downstream VC. A
 //   VC released by a tail granted at T is seen free by the allocation of cycle T, whose
@@ -203,7 +204,12 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   forwarded_ += lines;
   residence_ns_.add(static_cast<double>(tail - std::min(tail, e.tail_ps)) / 1000.0);
   wake_vc_waiters(g.out);
-  if (!in_[g.in].empty(g.vc)) {  // the next packet of this VC is routed only now (see above)
+  // The next packet of an input VC is routed only now (see above). The switch's own queues (its
+  // multicast copies, responses and merged writes) hold packets routed when they were made, each
+  // through the pipeline from its injection: one such queue feeds an output at line rate, as an
+  // NVLS multicast must, where a 3 ns bubble per packet would cap it at a third of a 4-lane port.
+  const bool switch_made = is_replication_input(g.in) || g.vc == in_[g.in].injection_vc();
+  if (!switch_made && !in_[g.in].empty(g.vc)) {
     InputEntry& next = in_[g.in].head(g.vc);
     next.ready_ps = std::max(next.ready_ps, t + params_.pipeline_ps());
   }

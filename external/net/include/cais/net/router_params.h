@@ -34,7 +34,7 @@ struct RouterParams {
   // its input while the input's data could go elsewhere).
   std::uint32_t output_queue_flits = 0;
   // net.sw_alloc_granularity=flit: the switch is allocated per flit (BookSim's router), so
-  // flits of packets from different inputs interleave on an output; `packet` (the default):
+  // flits of packets from different inputs interleave on an output (the harness default); `packet`:
   // a granted packet holds its input and output until its tail has left.
   bool flit_level = false;
   bool traffic_control = false;
