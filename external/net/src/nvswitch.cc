@@ -115,7 +115,7 @@ std::uint32_t NvSwitch::injection_queue(std::uint32_t in, PacketType type) const
   // One queue per VC class (its first VC's slot): the switch allocator round-robins among them.
   const VcClass c = vc_class_of(type, params_.traffic_control);
   if (c == VcClass::kAny) return in_[in].injection_vc();
-  return vc_range(c, params_.vcs_per_port, params_.traffic_control).first;
+  return vca_.range_of(type).first;
 }
 
 std::string NvSwitch::input_name(std::uint32_t in) const {

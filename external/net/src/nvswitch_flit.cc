@@ -167,8 +167,10 @@ void NvSwitch::flit_tick() {
         next = std::min(next, avail);
         continue;
       }
-      if (out_slot_[e.out_port] > t) {
-        next = std::min(next, out_slot_[e.out_port]);
+      // An output takes a flit in the cycle its serialiser frees in: one slower than the router
+      // cycle then sends back to back at its own rate, not one flit per whole number of cycles.
+      if (out_slot_[e.out_port] >= t + cycle_ps_) {
+        next = std::min(next, out_slot_[e.out_port] - cycle_ps_ + 1);
         continue;
       }
       fla_.request(in, vc, e.out_port);
@@ -191,12 +193,13 @@ void NvSwitch::flit_tick() {
 void NvSwitch::flit_advance(const FlitGrant& g) {
   const TimePs t = sim_.now();
   InputEntry& head = in_[g.in].head(g.vc);
-  out_slot_[g.out] = t + out_flit_ps_[g.out];
+  const TimePs serialised = std::max(out_slot_[g.out], t) + out_flit_ps_[g.out];
+  out_slot_[g.out] = serialised;
   if (++head.flits_sent < head.flits) return;
   // The tail crossed: the packet leaves the input buffer (credits upstream) and the output.
   const InputEntry e = in_[g.in].pop(sim_, *this, g.vc, t);
   flit_ready_[g.in] &= ~(1ull << g.vc);
-  const TimePs tail = t + params_.xbar_ps + out_flit_ps_[g.out];
+  const TimePs tail = serialised + params_.xbar_ps;
   const std::uint32_t lines = sim_.packets()[e.h].lines;
   out_[g.out].deliver_tail(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), tail);
   vca_.release(g.out, static_cast<std::uint32_t>(e.out_vc));

@@ -4,6 +4,8 @@
 
 namespace cais::net {
 
+static_assert(proto::PacketType_ARRAYSIZE <= 32, "VcAllocator::range_by_type_ covers 32 packet types");
+
 VcClass vc_class_of(PacketType t, bool traffic_control) {
   switch (t) {
     case proto::PKT_READ_RESP:
@@ -48,6 +50,8 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   vcs_ = vcs;
   tc_ = traffic_control;
   vc_split(vcs, traffic_control);  // validates the VC count
+  for (std::uint32_t t = 0; t < kTypes; ++t)
+    range_by_type_[t] = vc_range(vc_class_of(static_cast<PacketType>(t), tc_), vcs_, tc_);
   held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
   waiters_.assign(num_ports, {});
@@ -57,7 +61,7 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
 std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type,
                                    std::uint32_t flits) {
   const VcClass c = vc_class_of(type, tc_);
-  const VcRange r = vc_range(c, vcs_, tc_);
+  const VcRange r = range_of(type);
   std::uint32_t& rr = rr_[out_port * 5 + static_cast<std::uint32_t>(c)];
   for (std::uint32_t i = 0; i < r.count; ++i) {
     const std::uint32_t off = (rr + i) % r.count;

@@ -355,6 +355,26 @@ TEST(Router, DgxPlanesCarryRequestsAndResponses) {
   EXPECT_DOUBLE_EQ(total, static_cast<double>(switches(m)[0]->output(5).channel().stats().busy_ps));
 }
 
+TEST(Router, FlitLevelOutputSlowerThanTheRouterCycleSendsAtItsLineRate) {
+  // gpu0 on 3 lanes sets the router cycle (a flit in 333 ps); the output to gpu1 has 2 lanes
+  // (500 ps, 1.5 cycles). gpu0 offers a flit per 333 ps to gpu1, more than that output can
+  // take: it must stay busy. Rounding its 1.5 cycles up to 2 would leave it 75 % busy.
+  TopoBuilder b;
+  const auto g0 = b.node(proto::NODE_GPU, "gpu0"), g1 = b.node(proto::NODE_GPU, "gpu1");
+  const auto sw = b.node(proto::NODE_SWITCH, "sw0");
+  b.channel(g0, sw, 3);
+  b.channel(g1, sw, 2);
+  b.net_params(8, 256);
+  b.set_s("net.sw_alloc_granularity", "flit");
+  b.synthetic("uniform", 1.0 / 9, 9, 0, 1000000);  // each terminal at its own link's rate
+  HostedModel m;
+  m.configure(b.done(3));
+  const TimePs until = 20'000'000;  // 20 us, 40000 flit times of the 2-lane output
+  m.sim().run_until(until);
+  const double busy = static_cast<double>(switches(m)[0]->output(1).channel().stats().busy_ps) / until;
+  EXPECT_GE(busy, 0.97);
+}
+
 // A feature that answers READ_REQs inside the switch (tests SwitchContext::inject).
 class ReflectFeature : public SwitchFeature {
  public:

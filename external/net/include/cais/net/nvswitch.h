@@ -154,7 +154,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> vc_grants_;
   std::vector<std::uint32_t> flit_active_;   // inputs with a bit in either mask
   std::vector<std::uint8_t> flit_is_active_;
-  std::vector<TimePs> out_slot_;     // [out] earliest cycle the output takes its next flit
+  std::vector<TimePs> out_slot_;     // [out] when the output's serialiser is free for its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
   std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
   std::array<VcRange, kPacketTypes> vc_range_of_type_{};  // the VC allocator's class ranges, per type
