@@ -19,7 +19,7 @@ NvSwitch::NvSwitch(Sim& sim, std::uint32_t node)
   params_ = RouterParams::from(sim);
   const auto& info = sim.node(node);
   const auto ports = static_cast<std::uint32_t>(info.out.size());
-  const std::uint32_t vcs = params_.vcs_per_port;
+  const std::uint32_t vcs = params_.vcs.vcs;
   routes_.build(sim, node);
   in_.resize(2 * ports);  // the ports, then the replication queues of the outputs
   out_.resize(ports);
@@ -133,7 +133,7 @@ void NvSwitch::handle(const Event& e) {
     case kPacketArrival:
       return on_arrival(static_cast<PacketHandle>(e.arg));
     case kHeadReady:
-      ready_pending_[e.arg32 * (params_.vcs_per_port + 1) + e.arg] = 0;
+      ready_pending_[e.arg32 * (params_.vcs.vcs + 1) + e.arg] = 0;
       return head_changed(e.arg32, static_cast<std::uint32_t>(e.arg));
     case kAllocate:
       allocate_pending_ = false;
@@ -252,7 +252,7 @@ void NvSwitch::head_changed(std::uint32_t in, std::uint32_t vc) {
   if (iu.empty(vc)) return;
   InputEntry& e = iu.head(vc);
   if (e.ready_ps > sim_.now()) {
-    std::uint8_t& pending = ready_pending_[in * (params_.vcs_per_port + 1) + vc];
+    std::uint8_t& pending = ready_pending_[in * (params_.vcs.vcs + 1) + vc];
     if (!pending) {
       pending = 1;
       schedule(e.ready_ps, kHeadReady, vc, in);
@@ -436,7 +436,7 @@ std::string NvSwitch::blocked_reason() const {
          << q.size() << " packets, head to port" << e.out_port;
       if (e.out_vc < 0) {
         os << " waiting for a downstream VC (credits:";
-        for (std::uint32_t v = 0; v < params_.vcs_per_port; ++v) os << ' ' << out_[e.out_port].channel().credits(v);
+        for (std::uint32_t v = 0; v < params_.vcs.vcs; ++v) os << ' ' << out_[e.out_port].channel().credits(v);
         os << ")";
       } else {
         os << " holding vc" << e.out_vc << ", waiting for the switch";

@@ -28,18 +28,18 @@ namespace cais::net {
 void NvSwitch::init_flit_level() {
   const auto inputs = static_cast<std::uint32_t>(in_.size());
   const std::uint32_t ports = num_ports();
-  fla_.init(inputs, ports, params_.vcs_per_port + 1);
+  fla_.init(inputs, ports, params_.vcs.vcs + 1);
   flit_ready_.assign(inputs, 0);
   flit_waiting_.assign(inputs, 0);
   flit_is_active_.assign(inputs, 0);
   flit_vcreq_.assign(inputs, 0);
   flit_active_.clear();
   flit_active_.reserve(inputs);
-  vc_alloc_.init(inputs * (params_.vcs_per_port + 1), ports, params_.vcs_per_port);
+  vc_alloc_.init(inputs * (params_.vcs.vcs + 1), ports, params_.vcs.vcs);
   grants_.reserve(ports);
   out_slot_.assign(ports, 0);
   out_flit_ps_.assign(ports, 0);
-  vc_free_ps_.assign(static_cast<std::size_t>(ports) * params_.vcs_per_port, 0);
+  vc_free_ps_.assign(static_cast<std::size_t>(ports) * params_.vcs.vcs, 0);
   for (std::size_t t = 0; t < kPacketTypes; ++t)
     if (proto::PacketType_IsValid(static_cast<int>(t))) vc_range_of_type_[t] = vca_.range_of(static_cast<PacketType>(t));
   cycle_ps_ = 0;
@@ -97,7 +97,7 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
 TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& requested) {
   const TimePs t = sim_.now();
   const InputEntry& e = in_[in].head(vc);
-  const std::uint32_t vcs = params_.vcs_per_port;
+  const std::uint32_t vcs = params_.vcs.vcs;
   const VcRange r = vc_range_of_type_[static_cast<std::size_t>(sim_.packets()[e.h].type) % kPacketTypes];
   const std::uint32_t* credits = out_[e.out_port].channel().credit_counters();
   const std::uint8_t* held = vca_.held_row(e.out_port);
@@ -129,7 +129,7 @@ void NvSwitch::flit_tick() {
   tick_at_ = kNever;
   in_tick_ = true;
   TimePs next = kNever;
-  const std::uint32_t vcs = params_.vcs_per_port;
+  const std::uint32_t vcs = params_.vcs.vcs;
   // VC allocation (before switch allocation, as in BookSim's cycle).
   bool vc_requested = false;
   for (std::size_t i = 0; i < flit_active_.size(); ++i) {
@@ -203,7 +203,7 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   const std::uint32_t lines = sim_.packets()[e.h].lines;
   out_[g.out].deliver_tail(sim_, *this, e.h, static_cast<std::uint32_t>(e.out_vc), tail);
   vca_.release(g.out, static_cast<std::uint32_t>(e.out_vc));
-  vc_free_ps_[g.out * params_.vcs_per_port + static_cast<std::uint32_t>(e.out_vc)] = t;
+  vc_free_ps_[g.out * params_.vcs.vcs + static_cast<std::uint32_t>(e.out_vc)] = t;
   forwarded_ += lines;
   residence_ns_.add(static_cast<double>(tail - std::min(tail, e.tail_ps)) / 1000.0);
   wake_vc_waiters(g.out);

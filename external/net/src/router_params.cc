@@ -32,7 +32,6 @@ RouterParams RouterParams::from(const Sim& sim) {
   const Params& p = sim.params();
   RouterParams r;
   r.vcs = VcLayout::of(sim);
-  r.vcs_per_port = r.vcs.vcs;
   r.flit_bytes = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
   r.header_flits = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   r.routing_ps = delay_ps(p, "net.routing_delay_ns");

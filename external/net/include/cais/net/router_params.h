@@ -11,7 +11,6 @@ namespace cais::net {
 
 struct RouterParams {
   VcLayout vcs;                  // net.vcs_per_port and net.vc_depth_flits against the topology
-  std::uint32_t vcs_per_port = 8;  // vcs.vcs: the VCs of every port
   std::uint32_t flit_bytes = 16;
   std::uint32_t header_flits = 1;
   TimePs routing_ps = 0;
