@@ -22,8 +22,10 @@ class CosimConfig:
 
     gpus_per_process: int = 8
     """GPUs hosted by one engine process."""
-    switches_per_process: int = 4
-    """Switches hosted by one engine process."""
+    switches_per_process: int = 1
+    """Switches hosted by one engine process. One each: under flit-level allocation the switches
+    cost more CPU than the GPUs, and a DGX's four in four processes share two cores with the GPU
+    engine better than in one (docs/PERFORMANCE.md, "Engines per process")."""
     colocate: bool = False
     """Host every node in one process (the single-process reference for exactness tests)."""
     transport: str = "auto"
