@@ -282,7 +282,8 @@ def test_kill_9_of_an_engine(engines, tmp_path, transport):
 def test_engines_exit_when_the_harness_is_killed(engines, tmp_path, transport):
     tag = f"orphan-{os.getpid()}-{time.time_ns()}"
     cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
-           "cosim.gpus_per_process=4", f"cosim.transport={transport}", f"out_dir={tmp_path / 'orphan'}"]
+           "cosim.gpus_per_process=4", "cosim.switches_per_process=4", f"cosim.transport={transport}",
+           f"out_dir={tmp_path / 'orphan'}"]  # three engines: two of GPUs, one of the switches
     harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env={**os.environ, "CAIS_TEST_TAG": tag})
     deadline = time.monotonic() + 30
@@ -302,7 +303,8 @@ def test_manual_launcher_over_tcp(engines, tmp_path):
     """Engines started by someone else (as on other hosts) join over tcp:// and give the same result."""
     ref = run_to(tmp_path, "ref", *SMALL, "cosim.gpus_per_process=4")
     out = tmp_path / "manual"
-    cmd = [sys.executable, "-m", "harness.cli", *SMALL, "cosim.gpus_per_process=4", "cosim.transport=tcp",
+    cmd = [sys.executable, "-m", "harness.cli", *SMALL, "cosim.gpus_per_process=4", "cosim.switches_per_process=4",
+           "cosim.transport=tcp",
            "cosim.launcher=manual", "cache.enabled=false", f"out_dir={out}"]  # the reference would be a hit
     harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = []
