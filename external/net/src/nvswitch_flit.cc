@@ -40,8 +40,6 @@ void NvSwitch::init_flit_level() {
   out_slot_.assign(ports, 0);
   out_flit_ps_.assign(ports, 0);
   vc_free_ps_.assign(static_cast<std::size_t>(ports) * params_.vcs.vcs, 0);
-  for (std::size_t t = 0; t < kPacketTypes; ++t)
-    if (proto::PacketType_IsValid(static_cast<int>(t))) vc_range_of_type_[t] = vca_.range_of(static_cast<PacketType>(t));
   cycle_ps_ = 0;
   for (std::uint32_t o = 0; o < ports; ++o) {
     const PortLink& l = sim_.node(node_).out[o];
@@ -98,7 +96,7 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   const TimePs t = sim_.now();
   const InputEntry& e = in_[in].head(vc);
   const std::uint32_t vcs = params_.vcs.vcs;
-  const VcRange r = vc_range_of_type_[static_cast<std::size_t>(sim_.packets()[e.h].type) % kPacketTypes];
+  const VcRange r = vca_.range_of(sim_.packets()[e.h].type);
   const std::uint32_t* credits = out_[e.out_port].channel().credit_counters();
   const std::uint8_t* held = vca_.held_row(e.out_port);
   const TimePs* released = &vc_free_ps_[static_cast<std::size_t>(e.out_port) * vcs];

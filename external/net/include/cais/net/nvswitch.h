@@ -157,7 +157,6 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<TimePs> out_slot_;     // [out] when the output's serialiser is free for its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
   std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
-  std::array<VcRange, kPacketTypes> vc_range_of_type_{};  // the VC allocator's class ranges, per type
   TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
   TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
   bool in_tick_ = false;
