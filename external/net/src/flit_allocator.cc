@@ -51,8 +51,10 @@ void FlitAllocator::request(std::uint32_t in, std::uint32_t vc, std::uint32_t ou
     best = static_cast<std::uint8_t>(vc);
     return;
   }
+  // The VC nearest at or after the pointer, wrapping around (no division on this hot path).
   const std::uint32_t ptr = vc_ptr_[in];
-  if ((vc + vcs_ - ptr) % vcs_ < (best + vcs_ - ptr) % vcs_) best = static_cast<std::uint8_t>(vc);
+  const auto dist = [&](std::uint32_t v) { return v >= ptr ? v - ptr : v + vcs_ - ptr; };
+  if (dist(vc) < dist(best)) best = static_cast<std::uint8_t>(vc);
 }
 
 void FlitAllocator::allocate(std::vector<FlitGrant>& grants) {
@@ -68,9 +70,9 @@ void FlitAllocator::allocate(std::vector<FlitGrant>& grants) {
     m = {0, 0};
     const std::uint32_t vc = best_vc_[static_cast<std::size_t>(in) * outputs_ + out];
     grants.push_back({in, vc, out});
-    in_ptr_[in] = (out + 1) % outputs_;
-    out_ptr_[out] = (in + 1) % inputs_;
-    vc_ptr_[in] = (vc + 1) % vcs_;
+    in_ptr_[in] = out + 1 == outputs_ ? 0 : out + 1;
+    out_ptr_[out] = in + 1 == inputs_ ? 0 : in + 1;
+    vc_ptr_[in] = vc + 1 == vcs_ ? 0 : vc + 1;
   }
   for (std::uint32_t in : active_in_) in_out_mask_[in] = 0;
   active_in_.clear();

@@ -33,6 +33,7 @@ void NvSwitch::init_flit_level() {
   flit_waiting_.assign(inputs, 0);
   flit_is_active_.assign(inputs, 0);
   flit_vcreq_.assign(inputs, 0);
+  flit_head_.assign(static_cast<std::size_t>(inputs) * (params_.vcs.vcs + 1), FlitHead{});
   flit_active_.clear();
   flit_active_.reserve(inputs);
   vc_alloc_.init(inputs * (params_.vcs.vcs + 1), ports, params_.vcs.vcs);
@@ -66,6 +67,18 @@ void NvSwitch::flit_tick_at(TimePs t) {
   schedule(t, kFlitTick, t);
 }
 
+// Flit j of a head may cross at max(known_ps, ready_ps + j * flit_step_ps) (see above).
+static TimePs next_flit_ps(const InputEntry& e) {
+  return std::max(e.known_ps, e.ready_ps + e.flits_sent * e.flit_step_ps);
+}
+
+void NvSwitch::flit_set_ready(std::uint32_t in, std::uint32_t vc, const InputEntry& e) {
+  flit_ready_[in] |= 1ull << vc;
+  FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
+  f.next_ps = next_flit_ps(e);
+  f.out = e.out_port;
+}
+
 void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
   InputUnit& iu = in_[in];
   const std::uint64_t bit = 1ull << vc;
@@ -85,8 +98,8 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
     flit_tick_at(sim_.now());
     return;
   }
-  flit_ready_[in] |= bit;
-  flit_tick_at(std::max(e.known_ps, e.ready_ps + e.flits_sent * e.flit_step_ps));
+  flit_set_ready(in, vc, e);
+  flit_tick_at(next_flit_ps(e));
 }
 
 // Files (in, vc)'s request with the VC allocator: the VCs of its output (and class) that no
@@ -146,9 +159,10 @@ void NvSwitch::flit_tick() {
       const std::uint32_t in = g.first / (vcs + 1), vc = g.first % (vcs + 1);
       const std::uint32_t out = g.second / vcs, ovc = g.second % vcs;
       vca_.take(out, ovc);
-      in_[in].head(vc).out_vc = static_cast<std::int32_t>(ovc);
+      InputEntry& e = in_[in].head(vc);
+      e.out_vc = static_cast<std::int32_t>(ovc);
       flit_vcreq_[in] &= ~(1ull << vc);
-      flit_ready_[in] |= 1ull << vc;
+      flit_set_ready(in, vc, e);
     }
     vc_grants_.clear();
   }
@@ -157,21 +171,21 @@ void NvSwitch::flit_tick() {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < flit_active_.size(); ++i) {
     const std::uint32_t in = flit_active_[i];
+    const FlitHead* heads = &flit_head_[static_cast<std::size_t>(in) * (vcs + 1)];
     for (std::uint64_t m = flit_ready_[in]; m; m &= m - 1) {
       const auto vc = static_cast<std::uint32_t>(__builtin_ctzll(m));
-      const InputEntry& e = in_[in].head(vc);
-      const TimePs avail = std::max(e.known_ps, e.ready_ps + e.flits_sent * e.flit_step_ps);
-      if (avail > t) {
-        next = std::min(next, avail);
+      const FlitHead& e = heads[vc];
+      if (e.next_ps > t) {
+        next = std::min(next, e.next_ps);
         continue;
       }
       // An output takes a flit in the cycle its serialiser frees in: one slower than the router
       // cycle then sends back to back at its own rate, not one flit per whole number of cycles.
-      if (out_slot_[e.out_port] >= t + cycle_ps_) {
-        next = std::min(next, out_slot_[e.out_port] - cycle_ps_ + 1);
+      if (out_slot_[e.out] >= t + cycle_ps_) {
+        next = std::min(next, out_slot_[e.out] - cycle_ps_ + 1);
         continue;
       }
-      fla_.request(in, vc, e.out_port);
+      fla_.request(in, vc, e.out);
       requested = true;
     }
     if (flit_ready_[in] | flit_waiting_[in] | flit_vcreq_[in]) flit_active_[kept++] = in;
@@ -193,7 +207,10 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   InputEntry& head = in_[g.in].head(g.vc);
   const TimePs serialised = std::max(out_slot_[g.out], t) + out_flit_ps_[g.out];
   out_slot_[g.out] = serialised;
-  if (++head.flits_sent < head.flits) return;
+  if (++head.flits_sent < head.flits) {
+    flit_head_[static_cast<std::size_t>(g.in) * (params_.vcs.vcs + 1) + g.vc].next_ps = next_flit_ps(head);
+    return;
+  }
   // The tail crossed: the packet leaves the input buffer (credits upstream) and the output.
   const InputEntry e = in_[g.in].pop(sim_, *this, g.vc, t);
   flit_ready_[g.in] &= ~(1ull << g.vc);

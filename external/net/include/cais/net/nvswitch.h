@@ -150,6 +150,14 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::uint64_t> flit_ready_;    // [in] VCs whose head holds an output VC
   std::vector<std::uint64_t> flit_waiting_;  // [in] VCs whose head waits for its pipeline delay
   std::vector<std::uint64_t> flit_vcreq_;    // [in] VCs whose head asks the VC allocator
+  // [in * (vcs+1) + vc] of a head with a bit in flit_ready_: when its next flit may cross and its
+  // output, kept beside each other so that a tick's requests do not touch the heads themselves.
+  struct FlitHead {
+    TimePs next_ps = 0;
+    std::uint32_t out = 0;
+  };
+  std::vector<FlitHead> flit_head_;
+  void flit_set_ready(std::uint32_t in, std::uint32_t vc, const InputEntry& e);
   SeparableVcAllocator vc_alloc_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> vc_grants_;
   std::vector<std::uint32_t> flit_active_;   // inputs with a bit in either mask
