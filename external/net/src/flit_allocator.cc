@@ -42,21 +42,6 @@ void FlitAllocator::init(std::uint32_t inputs, std::uint32_t outputs, std::uint3
   active_out_.clear();
 }
 
-void FlitAllocator::request(std::uint32_t in, std::uint32_t vc, std::uint32_t out) {
-  std::uint64_t& m = in_out_mask_[in];
-  std::uint8_t& best = best_vc_[static_cast<std::size_t>(in) * outputs_ + out];
-  if (m == 0) active_in_.push_back(in);
-  if (!((m >> out) & 1u)) {
-    m |= 1ull << out;
-    best = static_cast<std::uint8_t>(vc);
-    return;
-  }
-  // The VC nearest at or after the pointer, wrapping around (no division on this hot path).
-  const std::uint32_t ptr = vc_ptr_[in];
-  const auto dist = [&](std::uint32_t v) { return v >= ptr ? v - ptr : v + vcs_ - ptr; };
-  if (dist(vc) < dist(best)) best = static_cast<std::uint8_t>(vc);
-}
-
 void FlitAllocator::allocate(std::vector<FlitGrant>& grants) {
   for (std::uint32_t in : active_in_) {  // input arbiters
     const auto out = static_cast<std::uint32_t>(pick64(in_out_mask_[in], in_ptr_[in]));

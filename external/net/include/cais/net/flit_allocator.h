@@ -25,7 +25,7 @@ class FlitAllocator {
   static constexpr std::uint32_t kMaxInputs = 128, kMaxOutputs = 64;
   // `vcs_per_input` counts every queue of an input (VCs plus the injection queue), at most 64.
   void init(std::uint32_t inputs, std::uint32_t outputs, std::uint32_t vcs_per_input);
-  // (in, vc) has a flit for `out` this cycle.
+  // (in, vc) has a flit for `out` this cycle (inline: called once per waiting flit per cycle).
   void request(std::uint32_t in, std::uint32_t vc, std::uint32_t out);
   // Matches this cycle's requests (appended to `grants`, at most one per input and per output)
   // and clears them.
@@ -66,5 +66,20 @@ class SeparableVcAllocator {
   std::vector<std::int64_t> pick_;      // [output VC] input queue it grants this cycle, -1: none
   std::vector<std::uint32_t> picked_;   // output VCs with a pick this cycle
 };
+
+inline void FlitAllocator::request(std::uint32_t in, std::uint32_t vc, std::uint32_t out) {
+  std::uint64_t& m = in_out_mask_[in];
+  std::uint8_t& best = best_vc_[static_cast<std::size_t>(in) * outputs_ + out];
+  if (m == 0) active_in_.push_back(in);
+  if (!((m >> out) & 1u)) {
+    m |= 1ull << out;
+    best = static_cast<std::uint8_t>(vc);
+    return;
+  }
+  // The VC nearest at or after the pointer, wrapping around (no division on this hot path).
+  const std::uint32_t ptr = vc_ptr_[in];
+  const auto dist = [&](std::uint32_t v) { return v >= ptr ? v - ptr : v + vcs_ - ptr; };
+  if (dist(vc) < dist(best)) best = static_cast<std::uint8_t>(vc);
+}
 
 }  // namespace cais::net
