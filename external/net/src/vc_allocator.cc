@@ -4,8 +4,6 @@
 
 namespace cais::net {
 
-static_assert(proto::PacketType_ARRAYSIZE <= 32, "VcAllocator::range_by_type_ covers 32 packet types");
-
 VcClass vc_class_of(PacketType t, bool traffic_control) {
   switch (t) {
     case proto::PKT_READ_RESP:
@@ -50,7 +48,7 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   vcs_ = vcs;
   tc_ = traffic_control;
   vc_split(vcs, traffic_control);  // validates the VC count
-  for (std::uint32_t t = 0; t < kTypes; ++t)
+  for (std::size_t t = 0; t < kPacketTypes; ++t)
     range_by_type_[t] = vc_range(vc_class_of(static_cast<PacketType>(t), tc_), vcs_, tc_);
   held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);

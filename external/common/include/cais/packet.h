@@ -14,6 +14,9 @@
 namespace cais {
 
 using PacketType = proto::PacketType;
+// Tables indexed by packet type (per-type statistics, VC ranges) have this many slots.
+inline constexpr std::size_t kPacketTypes = 32;
+static_assert(proto::PacketType_ARRAYSIZE <= static_cast<int>(kPacketTypes), "a packet type outgrew the per-type tables");
 using PacketHandle = std::uint32_t;
 inline constexpr PacketHandle kNoPacket = 0xffffffffu;
 // Most lines one bulk packet carries (gpu.bulk_lines).

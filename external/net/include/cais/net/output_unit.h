@@ -11,8 +11,6 @@
 
 namespace cais::net {
 
-inline constexpr std::size_t kPacketTypes = 32;
-
 class OutputUnit {
  public:
   void init(Sim& sim, const std::string& prefix, const PortLink& link, std::uint32_t vcs,

@@ -41,7 +41,7 @@ class VcAllocator {
   void release(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 0; }
   // Hold a VC another allocator chose (the flit-level router's separable VC allocation).
   void take(std::uint32_t out_port, std::uint32_t vc) { held_[out_port * vcs_ + vc] = 1; }
-  VcRange range_of(PacketType type) const { return range_by_type_[static_cast<std::uint32_t>(type) % kTypes]; }
+  VcRange range_of(PacketType type) const { return range_by_type_[static_cast<std::size_t>(type) % kPacketTypes]; }
   bool held(std::uint32_t out_port, std::uint32_t vc) const { return held_[out_port * vcs_ + vc] != 0; }
   const std::uint8_t* held_row(std::uint32_t out_port) const { return &held_[static_cast<std::size_t>(out_port) * vcs_]; }
   std::uint32_t held_count() const;
@@ -53,10 +53,9 @@ class VcAllocator {
   bool has_waiters(std::uint32_t out_port) const { return !waiters_[out_port].empty(); }
 
  private:
-  static constexpr std::uint32_t kTypes = 32;  // packet types (proto::PacketType) the table covers
   std::uint32_t vcs_ = 0;
   bool tc_ = false;
-  std::array<VcRange, kTypes> range_by_type_{};  // vc_range of each type's class, per packet
+  std::array<VcRange, kPacketTypes> range_by_type_{};  // vc_range of each type's class, per packet
   std::vector<std::uint8_t> held_;          // [port * vcs + vc]
   std::vector<std::uint32_t> rr_;           // [port * 5 + class] next VC offset to try
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> waiters_;
