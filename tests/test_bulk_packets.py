@@ -106,7 +106,10 @@ def test_one_line_per_packet_is_the_engine_before_bulk_packets(engines, tmp_path
     reference re-recorded (`cais-sim model=tiny system=dgx_h100_half phase=inference
     workload=sublayer_l1 scheme=t3_nvls gpu.bulk_lines=1 net.sw_alloc_granularity=packet out_dir=DIR`,
     gzip DIR/stats.csv). The reference was recorded with the packet-level switch allocator, the
-    default until flit allocation (which moves this run's time by 0.3 ns) became it."""
+    default until flit allocation (which moves this run's time by 0.3 ns) became it. The merge
+    unit's merged sums enter the crossbar at their outputs since the unit sits on the home's port
+    (`packets_injected_at_outputs` rose by the 1277 / 991 / 1012 / 1328 `merged_writes` of
+    sw0-sw3; nothing else moved)."""
     row, stats = _run(tmp_path, "t3_nvls", 1, "net.sw_alloc_granularity=packet")
     assert {k: row[k] for k in REFERENCE_ROW} == REFERENCE_ROW
     ref = pd.read_csv(REFERENCE_N1)

@@ -165,6 +165,14 @@ void CaisMergeUnit::forward(SwitchContext& ctx, std::uint32_t in_port, PacketHan
   ctx.inject(h, in_port, cfg_.lookup_delay_ps);
 }
 
+// A packet the unit makes (an answer from the cached line, a merged sum, an ack, a throttle)
+// leaves the unit at the home's port and crosses to its output as NVLS's copies do: through
+// that output's replication queue, not the crossbar slot of the requester's input port, which
+// carries that GPU's own traffic.
+void CaisMergeUnit::emit(SwitchContext& ctx, PacketHandle h) {
+  ctx.inject_at_output(h, cfg_.lookup_delay_ps);
+}
+
 // ------------------------------------------------------------------ loads
 
 SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
@@ -186,9 +194,9 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
     ++e.packets;
     e.last_req_ps = e.last_access_ps = now;
     touch(idx);
-    const Waiter w{p.src, in_port, p.tag, p.inject_ps};
+    const Waiter w{p.src, p.tag, p.inject_ps};
     ctx.release(h);
-    if (add_requester(e, w.src, 1)) join(ctx, e, w.src, in_port);
+    if (add_requester(e, w.src, 1)) join(ctx, e, w.src);
     if (e.state == State::kLoadWait) {
       e.waiters.push_back(w);
       return Verdict::kConsumed;
@@ -220,11 +228,10 @@ SwitchFeature::Verdict CaisMergeUnit::on_load_req(SwitchContext& ctx, std::uint3
   e.group = q.group;
   e.first_src = q.src;
   e.first_tag = q.tag;
-  e.first_in_port = in_port;
   e.first_inject_ps = q.inject_ps;
   e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
   add_requester(e, q.src, 1);
-  join(ctx, e, q.src, in_port);
+  join(ctx, e, q.src);
   forward(ctx, in_port, h);  // the one fetch from the owner
   return Verdict::kConsumed;
 }
@@ -282,7 +289,7 @@ void CaisMergeUnit::answer(SwitchContext& ctx, const Entry& e, const Waiter& w) 
   q.lines = e.lines;
   q.more_lines = e.more_lines;
   if (ctx.functional()) q.values.assign(e.values.begin(), e.values.end());
-  ctx.inject(r, w.in_port, cfg_.lookup_delay_ps);
+  emit(ctx, r);
 }
 
 // ------------------------------------------------------------------ reductions
@@ -311,10 +318,10 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
     ++e.packets;
     e.last_req_ps = e.last_access_ps = now;
     touch(idx);
-    add_contributor(e, p, in_port);
+    add_contributor(e, p);
     const std::uint32_t src = p.src;
     ctx.release(h);
-    if (add_requester(e, src, c)) join(ctx, e, src, in_port);
+    if (add_requester(e, src, c)) join(ctx, e, src);
     if (e.distinct >= e.expected) {
       flush_reduction(ctx, idx, true);
       release(ctx, idx);
@@ -327,7 +334,7 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   if (idx < 0) {
     const Packet& b = ctx.packet(h);  // eviction may have created packets: re-fetch
     tables_[tbl].st.bypasses += b.lines;
-    if (cfg_.red_acks && b.origin == b.src) send_red_ack(ctx, b.src, b.lines, b.addr, b.group, in_port);
+    if (cfg_.red_acks && b.origin == b.src) send_red_ack(ctx, b.src, b.lines, b.addr, b.group);
     forward(ctx, in_port, h);
     return Verdict::kConsumed;
   }
@@ -344,15 +351,14 @@ SwitchFeature::Verdict CaisMergeUnit::on_reduction(SwitchContext& ctx, std::uint
   e.data_flits = q.flits;
   e.first_src = q.src;
   e.first_tag = q.tag;
-  e.first_in_port = in_port;
   e.first_inject_ps = q.inject_ps;
   e.first_req_ps = e.last_req_ps = e.last_access_ps = now;
   if (ctx.functional()) e.values.assign(q.values.begin(), q.values.end());
-  add_contributor(e, q, in_port);
+  add_contributor(e, q);
   const std::uint32_t src = q.src;
   ctx.release(h);
   add_requester(e, src, c);
-  join(ctx, e, src, in_port);
+  join(ctx, e, src);
   arm_timer(ctx, idx);
   return Verdict::kConsumed;
 }
@@ -381,30 +387,30 @@ void CaisMergeUnit::flush_reduction(SwitchContext& ctx, std::int32_t idx, bool c
   if (complete) t.st.completions += e.lines;
   else t.st.partial_flushes += e.lines;
   t.st.bytes_saved += static_cast<std::uint64_t>(e.packets - 1) * e.payload_bytes;
-  ctx.inject(r, e.first_in_port, cfg_.lookup_delay_ps);
+  emit(ctx, r);
   ack_contributors(ctx, e);  // every retirement of a reduction entry (complete, evicted, timed out) comes here
 }
 
 // ------------------------------------------------------------------ reduction acks
 
-void CaisMergeUnit::add_contributor(Entry& e, const Packet& p, std::uint32_t in_port) {
+void CaisMergeUnit::add_contributor(Entry& e, const Packet& p) {
   if (!cfg_.red_acks || p.origin != p.src) return;  // only what a GPU issued (a merged sum is not)
   for (Contributor& c : e.contributors)
     if (c.gpu == p.src) {
       ++c.packets;
       return;
     }
-  e.contributors.push_back(Contributor{p.src, in_port, 1});
+  e.contributors.push_back(Contributor{p.src, 1});
 }
 
 void CaisMergeUnit::ack_contributors(SwitchContext& ctx, Entry& e) {
   for (const Contributor& c : e.contributors)
-    send_red_ack(ctx, c.gpu, c.packets * e.lines, e.addr, e.group, c.in_port);
+    send_red_ack(ctx, c.gpu, c.packets * e.lines, e.addr, e.group);
   e.contributors.clear();
 }
 
 void CaisMergeUnit::send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t lines, std::uint64_t addr,
-                                 std::uint32_t group, std::uint32_t in_port) {
+                                 std::uint32_t group) {
   const PacketHandle r = ctx.new_control_packet(proto::PKT_CAIS_RED_ACK, node_, gpu, cfg_.shape.flits(0));
   Packet& q = ctx.packet(r);
   q.addr = addr;
@@ -412,7 +418,7 @@ void CaisMergeUnit::send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uin
   q.count = lines;  // the GPU's lines this ack retires
   ++red_acks_sent_;
   red_ack_lines_ += lines;
-  ctx.inject(r, in_port, cfg_.lookup_delay_ps);
+  emit(ctx, r);
 }
 
 // ------------------------------------------------------------------ table management
@@ -574,7 +580,7 @@ void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
 
 // ------------------------------------------------------------------ throttling
 
-void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::uint32_t in_port) {
+void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu) {
   if (!cfg_.throttle) return;
   e.members.push_back(gpu);
   Ahead& a = ahead_[PairKey{e.group, gpu}];
@@ -583,7 +589,7 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::u
   if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
     a.throttled = true;
     a.until = ctx.now() + cfg_.throttle_hold_ps;
-    send_throttle(ctx, gpu, e.group, true, in_port);
+    send_throttle(ctx, gpu, e.group, true);
   }
 }
 
@@ -597,15 +603,14 @@ void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
     if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
       a.throttled = false;
       // Lift a hold that is still running; one that ran out needs no message.
-      if (ctx.now() < a.until) send_throttle(ctx, gpu, e.group, false, e.first_in_port);
+      if (ctx.now() < a.until) send_throttle(ctx, gpu, e.group, false);
     }
     if (a.n == 0 && !a.throttled) ahead_.erase(it);
   }
   e.members.clear();
 }
 
-void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
-                                  std::uint32_t in_port) {
+void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on) {
   const PacketHandle r = ctx.new_control_packet(proto::PKT_THROTTLE, node_, gpu, cfg_.shape.flits(0));
   Packet& q = ctx.packet(r);
   q.group = group;
@@ -613,7 +618,7 @@ void CaisMergeUnit::send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::ui
   q.aux = on ? static_cast<std::uint32_t>((cfg_.throttle_hold_ps + 999) / 1000) : 0;
   if (on) ++throttles_sent_;
   else ++unthrottles_sent_;
-  ctx.inject(r, in_port, cfg_.lookup_delay_ps);
+  emit(ctx, r);
 }
 
 // ------------------------------------------------------------------ statistics, end of run

@@ -21,13 +21,13 @@ GroupSyncConfig GroupSyncConfig::from_params(const Params& p) {
 
 GroupSync::GroupSync(const GroupSyncConfig& cfg, std::uint32_t switch_node) : cfg_(cfg), node_(switch_node) {}
 
-SwitchFeature::Verdict GroupSync::on_arrival(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h) {
+SwitchFeature::Verdict GroupSync::on_arrival(SwitchContext& ctx, std::uint32_t /*in_port*/, PacketHandle h) {
   const Packet& p = ctx.packet(h);
   // The group's table lives in the switch the request is addressed to (in a multi-level fabric
   // the GPUs of a group must all address one switch; the ones on the way pass it on).
   if (p.type != proto::PKT_SYNC_REQ || p.dst != ctx.node_id()) return Verdict::kForward;
   const std::uint32_t gid = p.group, expected = p.aux;
-  const Registrant r{p.src, in_port, p.tag};
+  const Registrant r{p.src, p.tag};
   if (expected == 0)
     throw InvariantError(ctx.name() + ": SYNC_REQ for group " + std::to_string(gid) + " expects 0 members");
   ctx.release(h);
@@ -65,7 +65,7 @@ SwitchFeature::Verdict GroupSync::on_arrival(SwitchContext& ctx, std::uint32_t i
     q.origin = node_;
     q.payload_bytes = 0;
     q.flits = cfg_.shape.flits(0);
-    ctx.inject(c, reg.in_port, cfg_.process_delay_ps);
+    ctx.inject_at_output(c, cfg_.process_delay_ps);
     ++releases_;
   }
   ++groups_released_;

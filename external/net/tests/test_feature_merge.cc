@@ -101,6 +101,32 @@ TEST(CaisMerge, LoadMissDefersThenFillsAndServesHitsFromTheLine) {
   EXPECT_EQ(r.sw.live_packets(), 0u);
 }
 
+// The unit sits at the home's port: what it makes (answers from the cached line, the merged sum)
+// crosses to its output through that output's replication queue, as NVLS's copies do, and never
+// takes the crossbar slot of a requester's input port; what it passes on (the one fetch, the
+// owner's line to the first requester) keeps the input it came in on.
+TEST(CaisMerge, PacketsTheUnitMakesEnterAtTheirOutputs) {
+  Rig r(feature_params());
+  const std::uint64_t A = 0x1000, B = 0x2000;
+  r.ld(0, 1, 0, A, 3, 11);           // miss: the fetch goes on from GPU 1's input
+  r.ld(10 * kNs, 2, 0, A, 3, 22);    // deferred
+  r.resp(100 * kNs, 0, 1, A, 11, {1});  // the owner's line to GPU 1 from GPU 0's input
+  r.sw.run(150 * kNs);
+  EXPECT_EQ(r.sw.injected, 3u);
+  EXPECT_EQ(r.sw.injected_at_outputs, 1u);  // GPU 2's copy
+  r.ld(200 * kNs, 3, 0, A, 3, 33);   // Load-Ready hit: answered from the line
+  r.red(300 * kNs, 1, 0, B, 3, {1});
+  r.red(310 * kNs, 2, 0, B, 3, {2});
+  r.red(320 * kNs, 3, 0, B, 3, {3});  // the sum goes to the home
+  r.sw.run();
+  EXPECT_EQ(r.sw.injected, 5u);
+  EXPECT_EQ(r.sw.injected_at_outputs, 3u);
+  const auto d = r.sw.take();
+  ASSERT_EQ(of_type(d, proto::PKT_CAIS_RED).size(), 1u);
+  EXPECT_EQ(of_type(d, proto::PKT_CAIS_RED)[0].p.values, (std::vector<double>{6}));
+  EXPECT_NO_THROW(r.unit.check_drained());
+}
+
 TEST(CaisMerge, LoadReleasedWhenAllRequestersDeferredBeforeFill) {
   Rig r(feature_params());
   const std::uint64_t A = 0x2000;

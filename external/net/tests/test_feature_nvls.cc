@@ -198,6 +198,7 @@ TEST(GroupSync, ReleasesEveryRegisteredGpuWhenAllArrived) {
   r.sw.run();
   const auto d = r.sw.take();
   ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(r.sw.injected_at_outputs, 4u);  // at their outputs, not the registrants' inputs
   for (std::uint32_t g = 0; g < 4; ++g) {
     EXPECT_EQ(d[g].p.type, proto::PKT_SYNC_RELEASE);
     EXPECT_EQ(d[g].p.dst, g);

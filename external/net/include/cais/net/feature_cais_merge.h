@@ -53,6 +53,13 @@
 // throttle_resume_entries or below (its entries complete as peers catch up, or are evicted /
 // time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
 // (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
+// Where its packets cross: the unit sits on the home's port (spec 3.3), so what it makes (an
+// answer from the cached line, a merged sum, an ack, a throttle) enters the crossbar at its
+// output's replication queue (SwitchContext::inject_at_output), as NVLS's copies do; it never
+// takes the crossbar slot of the requester's input port, which carries that GPU's own traffic
+// (there a late requester's answers capped its receive rate at its input's spare flits, so the
+// GPU that asked first kept a faster receive rate and ran ahead). What it passes on (the one
+// fetch, the owner's line to the first requester, a bypass) keeps the input it arrived on.
 // Bulk packets (gpu.bulk_lines, cais/packet.h): an entry spans the request's lines (keyed by
 // its first line; every GPU groups a tile's lines alike, and a request whose lines differ from
 // its entry's is an error) and counts as that many entries against table_entries, in the
@@ -180,12 +187,12 @@ class CaisMergeUnit : public SwitchFeature {
  private:
   enum class State : std::uint8_t { kFree, kLoadWait, kLoadReady, kReduction };
   struct Waiter {
-    std::uint32_t src = 0, in_port = 0;
+    std::uint32_t src = 0;
     std::uint64_t tag = 0;
     TimePs inject_ps = 0;
   };
   struct Contributor {
-    std::uint32_t gpu = 0, in_port = 0, packets = 0;
+    std::uint32_t gpu = 0, packets = 0;
   };
   struct Entry {
     State state = State::kFree;
@@ -207,7 +214,7 @@ class CaisMergeUnit : public SwitchFeature {
     std::uint32_t line_bytes = 0;    // bytes charged to the table
     std::uint32_t payload_bytes = 0; // data bytes (response / sum)
     std::uint32_t data_flits = 0;    // flits of the data packet (as its GPU sized it)
-    std::uint32_t first_src = 0, first_in_port = 0, data_src = 0;
+    std::uint32_t first_src = 0, data_src = 0;
     std::uint64_t first_tag = 0;
     TimePs first_inject_ps = 0;
     TimePs first_req_ps = 0, last_req_ps = 0, last_access_ps = 0;
@@ -243,16 +250,16 @@ class CaisMergeUnit : public SwitchFeature {
   void touch(std::int32_t idx);
   void unlink(std::int32_t idx);
   void arm_timer(SwitchContext& ctx, std::int32_t idx);
-  void join(SwitchContext& ctx, Entry& e, std::uint32_t gpu, std::uint32_t in_port);
+  void join(SwitchContext& ctx, Entry& e, std::uint32_t gpu);
   void leave_all(SwitchContext& ctx, Entry& e);
-  void send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on,
-                     std::uint32_t in_port);
+  void send_throttle(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t group, bool on);
   void forward(SwitchContext& ctx, std::uint32_t in_port, PacketHandle h);
+  void emit(SwitchContext& ctx, PacketHandle h);
   // red_acks: remember a GPU-issued reduction of `src` in the entry; ack every contributor.
-  void add_contributor(Entry& e, const Packet& p, std::uint32_t in_port);
+  void add_contributor(Entry& e, const Packet& p);
   void ack_contributors(SwitchContext& ctx, Entry& e);
   void send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uint32_t lines, std::uint64_t addr,
-                    std::uint32_t group, std::uint32_t in_port);
+                    std::uint32_t group);
 
   CaisMergeConfig cfg_;
   std::uint32_t num_ports_, feature_index_, node_;

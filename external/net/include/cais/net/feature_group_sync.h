@@ -9,7 +9,9 @@
 // registrations) and frees the entry, so the group id can be used again. All requests of one
 // group must name the same `aux`. Sync packets of a group all reach one switch
 // (PlaneHash::plane_for_key(group)). The table holds at most `table_entries` groups at once;
-// more is a configuration error reported loudly (the GPU side bounds active groups).
+// more is a configuration error reported loudly (the GPU side bounds active groups). The
+// releases enter the crossbar at their outputs (SwitchContext::inject_at_output), as every
+// packet a switch feature makes does, not at the registrants' input ports.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,7 +47,7 @@ class GroupSync : public SwitchFeature {
 
  private:
   struct Registrant {
-    std::uint32_t src = 0, in_port = 0;
+    std::uint32_t src = 0;
     std::uint64_t tag = 0;
   };
   struct Group {
