@@ -4,11 +4,12 @@
 // registration order, before routing. A feature either lets the packet continue (kForward),
 // or takes it (kConsumed: the feature now owns the handle and must forward, answer, merge or
 // release it). Features create packets of their own (responses, multicast copies, merged
-// writes, releases) through SwitchContext::inject, which enqueues them for routing from the
-// given input port as if they had arrived there, or through SwitchContext::inject_at_output,
-// which queues them at the output toward their dst (packets a switch replicates in its
-// crossbar, such as NVLS multicast copies); injected packets are routed directly and are
-// not offered to the features again. New features register by name and are
+// writes, releases) through SwitchContext::inject_at_output, which queues them at the output
+// toward their dst (as a switch that replicates in its crossbar sends each copy: no input
+// port's crossbar slot, which carries that port's own traffic); SwitchContext::inject routes a
+// packet from an input port as if it had arrived there, for what a feature passes on (a
+// forwarded request, a fetched line going on to its requester). Injected packets are routed
+// directly and are not offered to the features again. New features register by name and are
 // enabled from config (net.features), so adding one touches no router code.
 #pragma once
 #include <cstdint>
