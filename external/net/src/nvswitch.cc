@@ -115,7 +115,13 @@ std::uint32_t NvSwitch::injection_queue(std::uint32_t in, PacketType type) const
   // One queue per VC class (its first VC's slot): the switch allocator round-robins among them.
   const VcClass c = vc_class_of(type, params_.traffic_control);
   if (c == VcClass::kAny) return in_[in].injection_vc();
-  return vca_.range_of(type).first;
+  const VcRange r = vca_.range_of(type);
+  // Traffic control (spec 3.6 (3): control apart from data): the merge unit's and group
+  // sync's control packets queue in a FIFO of their own beside the responses', so a THROTTLE
+  // or a release never waits behind the answers queued for that output (about 3 us when the
+  // link is saturated: the throttles came too late to hold a GPU that ran ahead).
+  if (params_.traffic_control && is_control_packet(type) && r.count > 1) return r.first + 1;
+  return r.first;
 }
 
 std::string NvSwitch::input_name(std::uint32_t in) const {

@@ -31,6 +31,10 @@ VcClass vc_class_of(PacketType t, bool traffic_control) {
   }
 }
 
+bool is_control_packet(PacketType t) {
+  return t == proto::PKT_THROTTLE || t == proto::PKT_SYNC_RELEASE || t == proto::PKT_CAIS_RED_ACK;
+}
+
 VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control) {
   const VcSplit s = vc_split(vcs, traffic_control);  // validates the VC count
   switch (c) {

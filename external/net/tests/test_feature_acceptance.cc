@@ -28,6 +28,7 @@ namespace cais::net {
 namespace {
 
 constexpr std::uint32_t kReqVc = 0, kRespVc = 2;  // vcs_per_port = 4: requests [0,2), responses [2,4)
+constexpr std::uint32_t kReductionVc = 1;          // under traffic control: loads [0,1), reductions [1,2)
 
 struct Send {
   TimePs t = 0;
@@ -53,6 +54,7 @@ struct Workload {
   std::vector<std::uint64_t> expected_rx;                // packets a GPU must still see (done())
   std::vector<std::map<std::uint64_t, std::vector<double>>> memory;  // lines a GPU owns (serves loads)
   std::vector<std::uint64_t> throttles, acks, releases;
+  std::vector<TimePs> max_throttle_latency, max_ld_latency;  // from the packet's inject_ps to its arrival
   bool member_acks = false;  // answer NVLS multicast copies with MM_ACK
   std::vector<std::uint32_t> sync_switches;  // group g syncs at sync_switches[g % n] (else: its plane)
 };
@@ -64,6 +66,7 @@ class FeatureTestGpu : public NodeComponent {
     const Params& p = sim.params();
     flit_bytes_ = static_cast<std::uint32_t>(p.get_uint("net.flit_bytes"));
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
+    traffic_control_ = p.get_bool("net.traffic_control");
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
     const auto& info = sim.node(node);
@@ -136,8 +139,9 @@ class FeatureTestGpu : public NodeComponent {
     if (!ch.idle_at(sim_.now())) return;
     for (std::uint32_t k : {1u, 0u}) {
       auto& q = queues_[port][k];
-      const std::uint32_t vc = k == 0 ? kReqVc : kRespVc;
-      if (q.empty() || !ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
+      if (q.empty()) continue;
+      const std::uint32_t vc = k == 1 ? kRespVc : request_vc(sim_.packets()[q.front()].type);
+      if (!ch.has_credits(vc, sim_.packets()[q.front()].flits)) continue;
       const PacketHandle h = q.front();
       q.pop_front();
       schedule(ch.transmit(sim_, *this, h, vc), kPortFree, 0, port);
@@ -205,6 +209,7 @@ class FeatureTestGpu : public NodeComponent {
       }
       case proto::PKT_CAIS_LD_RESP:
       case proto::PKT_MM_LD_REDUCE_RESP:
+        g_wl->max_ld_latency[node_] = std::max(g_wl->max_ld_latency[node_], sim_.now() - p.inject_ps);
         g_wl->ld_rx[node_][p.tag] = p.values;
         --g_wl->expected_rx[node_];
         return;
@@ -212,12 +217,23 @@ class FeatureTestGpu : public NodeComponent {
         ++g_wl->acks[node_];
         --g_wl->expected_rx[node_];
         return;
-      case proto::PKT_THROTTLE: ++g_wl->throttles[node_]; return;
+      case proto::PKT_THROTTLE:
+        ++g_wl->throttles[node_];
+        g_wl->max_throttle_latency[node_] = std::max(g_wl->max_throttle_latency[node_], sim_.now() - p.inject_ps);
+        return;
       default: throw InvariantError(name() + ": unexpected " + proto::PacketType_Name(p.type));
     }
   }
 
+  // Under traffic control reductions and stores leave on the reduction VC, loads on the load VC.
+  std::uint32_t request_vc(proto::PacketType t) const {
+    const bool reduction = t == proto::PKT_CAIS_RED || t == proto::PKT_MM_RED || t == proto::PKT_MM_ST ||
+                           t == proto::PKT_WRITE;
+    return traffic_control_ && reduction ? kReductionVc : kReqVc;
+  }
+
   std::uint32_t node_;
+  bool traffic_control_ = false;
   std::uint32_t flit_bytes_ = 16, header_flits_ = 1;
   std::uint64_t issued_ = 0;
   PlaneHash planes_;
@@ -303,6 +319,7 @@ struct System {
   bool unlimited = false;
   double timeout_ns = 5000;
   bool throttle = false;
+  bool traffic_control = false;
   bool member_acks = false;
   std::uint32_t leaves = 0;  // > 0: two-level fabric of `leaves` leaf switches under one spine
   std::string switch_model = "nvswitch";
@@ -396,7 +413,7 @@ proto::Configure make_config(const System& s) {
   m["net.credit_delay_ns"] = pvd(0);
   m["net.stats_bin_ns"] = pvd(1000);
   m["net.sw_alloc_patience"] = pv(4);
-  m["net.traffic_control"] = pvb(false);
+  m["net.traffic_control"] = pvb(s.traffic_control);
   m["net.functional"] = pvb(true);
   m["net.features"] = pvs(s.features);
   m["net.nvls.multicast_delay_ns"] = pvd(2);
@@ -431,6 +448,8 @@ Workload empty_workload(std::uint32_t gpus) {
   w.throttles.assign(gpus, 0);
   w.acks.assign(gpus, 0);
   w.releases.assign(gpus, 0);
+  w.max_throttle_latency.assign(gpus, 0);
+  w.max_ld_latency.assign(gpus, 0);
   return w;
 }
 
@@ -689,6 +708,73 @@ TEST(FeatureAcceptance, ThrottledRunStillCompletesExactly) {
   // (in run) proved that no GPU is left counted ahead.
   EXPECT_LE(merge_stat(r, "unthrottles"), merge_stat(r, "throttles"));
   EXPECT_GT(merge_stat(r, "unthrottles"), 0);
+}
+
+// GPUs 1 and 2 ld.cais 640 lines from each of five owners at once, entries expecting a third
+// requester (GPU 3) that comes only at 40 us, so both stay ahead and are throttled, with holds
+// of 1 us renewed until GPU 3 catches up. GPU 3 meanwhile streams 2 KiB red.cais packets to
+// GPU 2, so the answers the merge unit makes for GPU 2 pile up in output 2's replication queue.
+// Returns the workload (latencies, counts) after checking every line.
+Workload throttle_behind_answers(bool traffic_control) {
+  System sys;
+  sys.throttle = true;
+  sys.traffic_control = traffic_control;
+  sys.timeout_ns = 100000;  // no entry may time out before GPU 3 comes
+  Workload w = empty_workload(sys.gpus);
+  std::mt19937_64 rng(5);
+  const std::uint32_t owners[] = {0, 4, 5, 6, 7}, lines = 640, elems = 32;
+  std::uint64_t tag = 0;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> want;  // (gpu, tag) -> addr
+  for (std::uint32_t line = 0; line < lines; ++line)
+    for (std::uint32_t o : owners) {
+      const std::uint64_t addr = (static_cast<std::uint64_t>(o) << 40) | (line * 128ull);
+      auto& mem = w.memory[o][addr];
+      for (std::uint32_t e = 0; e < elems; ++e) mem.push_back(exact_value(rng));
+      for (std::uint32_t g : {1u, 2u, 3u}) {
+        Send q;
+        q.t = g == 3 ? 40'000'000 : 0;
+        q.type = proto::PKT_CAIS_LD_REQ;
+        q.dst = o;
+        q.addr = addr;
+        q.aux = 3;
+        q.count = elems * 4;
+        q.tag = ++tag;
+        want[{g, q.tag}] = addr;
+        w.sends[g].push_back(q);
+        ++w.expected_rx[g];
+      }
+    }
+  for (std::uint32_t k = 0; k < 300; ++k) {
+    Send r;
+    r.type = proto::PKT_CAIS_RED;
+    r.dst = 2;
+    r.addr = (3ull << 40) | (k * 2048ull);
+    r.aux = 1;  // complete on its own: forwarded, not merged
+    r.count = 1;
+    r.payload = 2048;
+    r.values.assign(512, 1.0);
+    w.sends[3].push_back(std::move(r));
+    ++w.expected_rx[2];
+  }
+  for (auto& v : w.sends) std::stable_sort(v.begin(), v.end(), [](const Send& a, const Send& b) { return a.t < b.t; });
+  run(sys, w);
+  for (const auto& kv : want) EXPECT_EQ(w.ld_rx[kv.first.first].at(kv.first.second), w.memory[kv.second >> 40].at(kv.second));
+  EXPECT_GT(w.throttles[2], 4u * 20);  // renewed about every microsecond at each of the 4 switches
+  return w;
+}
+
+TEST(FeatureAcceptance, UnderTrafficControlThrottlesPassTheAnswersQueuedForTheirGpu) {
+  const TimePs zero_load = 256'000;  // a 1-flit packet: 250 ns link + the switch's stages
+  const Workload tc = throttle_behind_answers(true);
+  const Workload shared = throttle_behind_answers(false);
+  std::printf("[ summary  ] throttle to GPU 2 behind its queued answers: max latency %.0f ns with traffic control, "
+              "%.0f ns without; its answers up to %.0f / %.0f us\n",
+              tc.max_throttle_latency[2] / 1e3, shared.max_throttle_latency[2] / 1e3, tc.max_ld_latency[2] / 1e6,
+              shared.max_ld_latency[2] / 1e6);
+  EXPECT_GT(tc.max_ld_latency[2], 5'000'000u);  // the backlog was real
+  EXPECT_LT(tc.max_throttle_latency[2], zero_load + 20'000);
+  // Without traffic control control packets share the responses' FIFO (spec 3.6 (3)'s table).
+  EXPECT_GT(shared.max_throttle_latency[2], 1'000'000u);
 }
 
 void nvls_case(System sys, bool member_acks) {

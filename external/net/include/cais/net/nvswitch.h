@@ -37,7 +37,8 @@
 // in a switch that replicates in its crossbar (a shared FIFO at the requester's input would
 // serialise the copies and block every output behind the busiest one). A replication queue
 // keeps one FIFO per VC class, so ld_reduce results and acks never wait behind multicast
-// stores and read requests.
+// stores and read requests; under traffic control the CAIS control packets (throttles,
+// releases, reduction acks) have a FIFO of their own beside the responses'.
 #pragma once
 #include <cstdint>
 #include <array>

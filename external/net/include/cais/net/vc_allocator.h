@@ -26,6 +26,9 @@ using cais::VcRange;
 
 // Class of a packet type (traffic_control splits requests into loads and reductions).
 VcClass vc_class_of(PacketType t, bool traffic_control);
+// The CAIS control packets (THROTTLE, SYNC_RELEASE, CAIS_RED_ACK): response-class VCs, but a
+// FIFO of their own in a replication queue under traffic control (NvSwitch::injection_queue).
+bool is_control_packet(PacketType t);
 // VC range of a class for `vcs` VCs per port; throws ConfigError if vcs is too small.
 VcRange vc_range(VcClass c, std::uint32_t vcs, bool traffic_control);
 using cais::min_vcs;  // minimum VCs per port the classes need (cais/vc_classes.h)
