@@ -564,7 +564,6 @@ void CaisMergeUnit::arm_timer(SwitchContext& ctx, std::int32_t idx) {
 }
 
 void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
-  if (arg & kHoldTimer) return hold_ran_out(ctx, arg);
   const auto idx = static_cast<std::int32_t>(arg >> 32);
   const auto gen = static_cast<std::uint32_t>(arg & 0xffffffffu);
   if (idx < 0 || static_cast<std::size_t>(idx) >= entries_.size()) return;
@@ -586,29 +585,12 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu) {
   e.members.push_back(gpu);
   Ahead& a = ahead_[PairKey{e.group, gpu}];
   a.n += e.lines;
-  if (a.n > cfg_.throttle_ahead_entries && !a.throttled) {
+  // Throttle (again, if an earlier hold has run out) while the GPU is too far ahead.
+  if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
     a.throttled = true;
-    hold(ctx, a, e.group, gpu);
+    a.until = ctx.now() + cfg_.throttle_hold_ps;
+    send_throttle(ctx, gpu, e.group, true);
   }
-}
-
-// A hold is bounded (THROTTLE aux ns) and renewed when it runs out while the GPU is still
-// ahead, so the GPU stays held until it is lifted: waiting for the GPU's next request to renew
-// it let the leader issue at full rate for a round trip after every hold, and ran it 15 us
-// ahead of its peers in a group (MegaGPT-4B L3, docs/RESULTS.md, Fig 13).
-void CaisMergeUnit::hold(SwitchContext& ctx, Ahead& a, std::uint32_t group, std::uint32_t gpu) {
-  a.until = ctx.now() + cfg_.throttle_hold_ps;
-  send_throttle(ctx, gpu, group, true);
-  ctx.schedule_timer(a.until, feature_index_, kHoldTimer | (static_cast<std::uint64_t>(gpu) << 32) | group);
-}
-
-void CaisMergeUnit::hold_ran_out(SwitchContext& ctx, std::uint64_t arg) {
-  const auto group = static_cast<std::uint32_t>(arg & 0xffffffffu);
-  const auto gpu = static_cast<std::uint32_t>((arg & ~kHoldTimer) >> 32);
-  auto it = ahead_.find(PairKey{group, gpu});
-  // Lifted since, or a hold sent after this timer's (that one has its own timer).
-  if (it == ahead_.end() || !it->second.throttled || ctx.now() < it->second.until) return;
-  hold(ctx, it->second, group, gpu);
 }
 
 void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
@@ -620,7 +602,8 @@ void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
     a.n -= e.lines;
     if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
       a.throttled = false;
-      send_throttle(ctx, gpu, e.group, false);  // the hold runs until lifted (renewed)
+      // Lift a hold that is still running; one that ran out needs no message.
+      if (ctx.now() < a.until) send_throttle(ctx, gpu, e.group, false);
     }
     if (a.n == 0 && !a.throttled) ahead_.erase(it);
   }

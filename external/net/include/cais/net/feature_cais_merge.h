@@ -48,11 +48,11 @@
 // Throttling (III-B2, "TB-aware request throttling"): per (TB group, GPU) the unit counts the
 // live entries the GPU has joined that still wait for peers. When that count exceeds
 // throttle_ahead_entries the GPU runs ahead of its peers in that group: it gets a THROTTLE
-// (group, aux = throttle_hold_ns, how long to hold its mergeable requests at most), sent again
-// whenever the hold runs out while the GPU is still throttled, so it holds until lifted. When
-// the count falls to throttle_resume_entries or below (its entries complete as peers catch up,
-// or are evicted / time out) the hold is lifted with THROTTLE aux = 0. Every entry ends
-// (completion, eviction or timeout), so every hold ends and throttling cannot deadlock.
+// (group, aux = throttle_hold_ns, how long to hold its mergeable requests at most; sent again
+// if the hold ran out while the GPU is still ahead). When the count falls to
+// throttle_resume_entries or below (its entries complete as peers catch up, or are evicted /
+// time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
+// (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
 // Where its packets cross: the unit sits on the home's port (spec 3.3), so what it makes (an
 // answer from the cached line, a merged sum, an ack, a throttle) enters the crossbar at its
 // output's replication queue (SwitchContext::inject_at_output), as NVLS's copies do; it never
@@ -288,11 +288,6 @@ class CaisMergeUnit : public SwitchFeature {
     TimePs until = 0;  // end of the hold last sent
   };
   std::unordered_map<PairKey, Ahead, PairKeyHash> ahead_;  // (group, gpu)
-  // Timer args: an entry's timeout is (slot << 32) | generation (slot < 2^31); a hold's renewal
-  // is kHoldTimer | (gpu << 32) | group.
-  static constexpr std::uint64_t kHoldTimer = 1ull << 63;
-  void hold(SwitchContext& ctx, Ahead& a, std::uint32_t group, std::uint32_t gpu);
-  void hold_ran_out(SwitchContext& ctx, std::uint64_t arg);
   std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
   std::uint64_t red_acks_sent_ = 0, red_ack_lines_ = 0;
 };
