@@ -725,36 +725,15 @@ Workload throttle_behind_answers(bool traffic_control) {
   const std::uint32_t owners[] = {0, 4, 5, 6, 7}, lines = 640, elems = 32;
   std::uint64_t tag = 0;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> want;  // (gpu, tag) -> addr
-  for (std::uint32_t line = 0; line < lines; ++line)
-    for (std::uint32_t o : owners) {
-      const std::uint64_t addr = (static_cast<std::uint64_t>(o) << 40) | (line * 128ull);
-      auto& mem = w.memory[o][addr];
-      for (std::uint32_t e = 0; e < elems; ++e) mem.push_back(exact_value(rng));
-      for (std::uint32_t g : {1u, 2u, 3u}) {
-        Send q;
-        q.t = g == 3 ? 40'000'000 : 0;
-        q.type = proto::PKT_CAIS_LD_REQ;
-        q.dst = o;
-        q.addr = addr;
-        q.aux = 3;
-        q.count = elems * 4;
-        q.tag = ++tag;
-        want[{g, q.tag}] = addr;
-        w.sends[g].push_back(q);
-        ++w.expected_rx[g];
-      }
-    }
-  // Later requests of GPU 2 (GPU 1's at once): each joins while GPU 2 is still ahead, so a new
-  // THROTTLE goes out whenever the last hold has run out, while the answers are queued.
-  for (std::uint32_t k = 0; k < 40; ++k) {
-    const std::uint64_t addr = (1ull << 30) | (k * 128ull);
-    auto& mem = w.memory[0][addr];
+  // A line of `owner` with random values, asked for by GPUs 1, 2 and 3 at the times given.
+  auto line_asked = [&](std::uint32_t owner, std::uint64_t addr, const std::array<TimePs, 3>& at) {
+    auto& mem = w.memory[owner][addr];
     for (std::uint32_t e = 0; e < elems; ++e) mem.push_back(exact_value(rng));
-    for (std::uint32_t g : {1u, 2u, 3u}) {
+    for (std::uint32_t g = 1; g <= 3; ++g) {
       Send q;
-      q.t = g == 1 ? 0 : g == 2 ? 1'000'000 + k * 250'000 : 40'000'000;
+      q.t = at[g - 1];
       q.type = proto::PKT_CAIS_LD_REQ;
-      q.dst = 0;
+      q.dst = owner;
       q.addr = addr;
       q.aux = 3;
       q.count = elems * 4;
@@ -763,7 +742,14 @@ Workload throttle_behind_answers(bool traffic_control) {
       w.sends[g].push_back(q);
       ++w.expected_rx[g];
     }
-  }
+  };
+  for (std::uint32_t line = 0; line < lines; ++line)
+    for (std::uint32_t o : owners)
+      line_asked(o, (static_cast<std::uint64_t>(o) << 40) | (line * 128ull), {0, 0, 40'000'000});
+  // Later requests of GPU 2 (GPU 1's at once): each joins while GPU 2 is still ahead, so a new
+  // THROTTLE goes out whenever the last hold has run out, while the answers are queued.
+  for (std::uint32_t k = 0; k < 40; ++k)
+    line_asked(0, (1ull << 30) | (k * 128ull), {0, 1'000'000 + k * 250'000, 40'000'000});
   for (std::uint32_t k = 0; k < 300; ++k) {
     Send r;
     r.type = proto::PKT_CAIS_RED;
