@@ -21,6 +21,7 @@
 #include "cais/link.h"
 #include "cais/net/feature_nvls.h"
 #include "cais/net/nvswitch.h"
+#include "cais/net/vc_allocator.h"
 #include "cais/routing.h"
 #include "cais/sim.h"
 
@@ -28,7 +29,6 @@ namespace cais::net {
 namespace {
 
 constexpr std::uint32_t kReqVc = 0, kRespVc = 2;  // vcs_per_port = 4: requests [0,2), responses [2,4)
-constexpr std::uint32_t kReductionVc = 1;          // under traffic control: loads [0,1), reductions [1,2)
 
 struct Send {
   TimePs t = 0;
@@ -68,6 +68,7 @@ class FeatureTestGpu : public NodeComponent {
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     traffic_control_ = p.get_bool("net.traffic_control");
     const auto vcs = static_cast<std::uint32_t>(p.get_uint("net.vcs_per_port"));
+    vcs_ = vcs;
     const auto depth = static_cast<std::uint32_t>(p.get_uint("net.vc_depth_flits"));
     const auto& info = sim.node(node);
     std::vector<std::uint32_t> weights;
@@ -225,15 +226,14 @@ class FeatureTestGpu : public NodeComponent {
     }
   }
 
-  // Under traffic control reductions and stores leave on the reduction VC, loads on the load VC.
+  // A request's first VC of its class (under traffic control: loads and reductions apart).
   std::uint32_t request_vc(proto::PacketType t) const {
-    const bool reduction = t == proto::PKT_CAIS_RED || t == proto::PKT_MM_RED || t == proto::PKT_MM_ST ||
-                           t == proto::PKT_WRITE;
-    return traffic_control_ && reduction ? kReductionVc : kReqVc;
+    return vc_range(vc_class_of(t, traffic_control_), vcs_, traffic_control_).first;
   }
 
   std::uint32_t node_;
   bool traffic_control_ = false;
+  std::uint32_t vcs_ = 4;
   std::uint32_t flit_bytes_ = 16, header_flits_ = 1;
   std::uint64_t issued_ = 0;
   PlaneHash planes_;
