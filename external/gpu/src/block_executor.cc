@@ -270,7 +270,7 @@ bool BlockExecutor::cached_remote_read(std::uint32_t tbi, const isa::Instr& ins,
   TimePs done = 0;
   switch (ctx_.rcache->lookup(key, bytes, tbi, reg, tb.pc, elements, done)) {
     case RemoteReadCache::Outcome::kHit: add_local(tbi, done); break;
-    case RemoteReadCache::Outcome::kJoined: break;
+    case RemoteReadCache::Outcome::kJoined: ctx_.remote->joined(key); break;
     case RemoteReadCache::Outcome::kFetch: ctx_.remote->issue(tbi, ins, tb.sm, key); break;
   }
   return true;

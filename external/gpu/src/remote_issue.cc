@@ -6,6 +6,7 @@
 
 #include "cais/gpu/nvlink_ports.h"
 #include "cais/gpu/remote_packetizer.h"
+#include "cais/gpu/remote_read_cache.h"
 
 namespace cais::gpu {
 
@@ -50,7 +51,10 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
   RemoteOp& op = ops_[oi];
   // A THROTTLE holds only its group's TB (spec 3.5 step 3). Lines of a held op already in its
   // bulk packets wait with it: sending them short would group them unlike the other GPUs.
-  if (!throttled_groups_.empty() && held(op)) return Blocked::kHeld;
+  if (!throttled_groups_.empty() && held(op)) {
+    if (op.fill_key) held_fetches_[op.fill_key] = qi;  // a block joining it resumes it (joined)
+    return Blocked::kHeld;
+  }
   if (counts_toward_cap(op) && mergeable_ >= ctx_.cfg.mergeable_cap_lines) {
     if (!cap_waiting_[qi]) {
       cap_waiting_[qi] = 1;
@@ -200,6 +204,21 @@ void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint3
   bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
 }
 
+// A THROTTLE names one TB group and holds only it (spec 3.5 step 3). A fetch for the remote
+// read cache (gpu.cache_remote_reads) that blocks of other groups have joined (a row of an
+// AG-GEMM's tiles sharing one chunk) serves their groups as much as its own: holding it would
+// hold groups the switch did not name, and at 32 GPUs it held a whole row of tiles behind each
+// throttled one (docs/RESULTS.md, Fig 17).
+bool RemotePacketizer::shared_fetch(std::uint64_t fill_key) const { return ctx_.rcache->joined(fill_key); }
+
+void RemotePacketizer::joined(std::uint64_t fill_key) {
+  const auto it = held_fetches_.find(fill_key);
+  if (it == held_fetches_.end()) return;
+  const std::uint32_t qi = it->second;
+  held_fetches_.erase(it);
+  pump(qi);
+}
+
 // No new mergeable request of a group while any switch throttles it (feature_cais_merge.h).
 // A hold ends at THROTTLE aux = 0 or after its aux ns, whichever comes first: the switch sends
 // no lift for a hold that has run out.
@@ -224,6 +243,7 @@ void RemotePacketizer::lift(std::uint64_t key) {
   const auto group = static_cast<std::uint32_t>(key);
   if (--throttled_groups_[group] == 0) {
     throttled_groups_.erase(group);
+    if (throttled_groups_.empty()) held_fetches_.clear();
     for (std::uint32_t q = 0; q < queues_.size(); ++q)
       if (!queues_[q].empty()) pump(q);
   }

@@ -258,7 +258,10 @@ void RemotePacketizer::packet_done(std::uint32_t oi) {
   if (op.pending == 0 && op.all_issued) {
     const std::uint32_t tbi = op.tb;
     if (op.reg && loads_register(op.op)) ctx_.regs->remote_load_done(tbi, op.reg);
-    if (op.fill_key) ctx_.rcache->filled(op.fill_key, static_cast<std::uint64_t>(op.rows) * op.row_bytes, tbi, op.reg);
+    if (op.fill_key) {
+      held_fetches_.erase(op.fill_key);
+      ctx_.rcache->filled(op.fill_key, static_cast<std::uint64_t>(op.rows) * op.row_bytes, tbi, op.reg);
+    }
     op.in_use = false;
     free_ops_.push_back(oi);
     --live_;

@@ -257,6 +257,33 @@ TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
   EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 1024);
 }
 
+TEST(Hopper, ThrottleDoesNotHoldAFetchThatBlocksOfOtherGroupsJoined) {
+  // Two blocks (two TB groups) ld.cais the same tile from GPU 1; through the remote read cache
+  // block 1 joins block 0's fetch. The probe throttles block 0's group until it lifts the hold
+  // after 5 us: the shared fetch serves block 1's group too and goes on as if never throttled,
+  // while the same load with no joiner is held.
+  const auto run_blocks = [](std::uint32_t blocks, bool throttle) {
+    auto wl = one_kernel(2, blocks);
+    wl.mutable_launches(0)->add_gpus(0);
+    mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);  // every block: the same 64 KiB
+    cache_remote_reads() = true;
+    probe_throttles() = throttle;
+    auto r = run(wl, 2, true);
+    probe_throttles() = false;
+    cache_remote_reads() = false;
+    return r.stats;
+  };
+  auto shared = run_blocks(2, true), alone = run_blocks(1, true);
+  EXPECT_EQ(shared["gpu0.remote_reads.joined"], 1);
+  EXPECT_EQ(shared["gpu0.rx.CAIS_LD_RESP.packets"], 512);  // one fetch for both blocks
+  EXPECT_EQ(shared["gpu0.throttle_packets"], 2);           // held, then lifted
+  EXPECT_EQ(shared["gpu0.stall.throttled"], 0);
+  // The throttle's two flits on the link are all it costs.
+  EXPECT_NEAR(shared["gpu0.finish_time"], run_blocks(2, false)["gpu0.finish_time"], 1e3);
+  EXPECT_GT(alone["gpu0.stall.throttled"], 0);
+  EXPECT_GT(alone["gpu0.finish_time"], run_blocks(1, false)["gpu0.finish_time"] + 3e6);
+}
+
 TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {
   // With bulk packets the held op's lines already collected wait for the rest of their packet
   // (every GPU groups a tile's lines alike; a short packet would not match the merge entry).

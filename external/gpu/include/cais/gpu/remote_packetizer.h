@@ -79,6 +79,9 @@ class RemotePacketizer {
   void on_response(PacketHandle h);
   // One packet of op `oi` complete (its response, or on the wire for posted ones).
   void packet_done(std::uint32_t oi);
+  // A block joined the fetch of remote-read-cache tile `fill_key` (RemoteReadCache::lookup):
+  // a THROTTLE holding that fetch for its own group no longer holds it.
+  void joined(std::uint64_t fill_key);
   // THROTTLE from switch `sw` for `group`: on for at most `hold_ps` (the packet's aux), or off.
   void throttle(std::uint32_t sw, std::uint32_t group, bool on, TimePs hold_ps);
   // kThrottleExpiry: the hold of (switch << 32) | group ran out, unless renewed since.
@@ -113,10 +116,13 @@ class RemotePacketizer {
   std::uint32_t limit(std::uint32_t qi) const {
     return qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   }
-  // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles.
+  // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles,
+  // unless it is a fetch that blocks of other groups have joined (shared_fetch).
   bool held(const RemoteOp& op) const {
-    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group);
+    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group) &&
+           !(op.fill_key && shared_fetch(op.fill_key));
   }
+  bool shared_fetch(std::uint64_t fill_key) const;
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
   bool counts_toward_cap(const RemoteOp& op) const {
@@ -157,6 +163,7 @@ class RemotePacketizer {
   std::vector<double> elem_scratch_;  // one line's values (bulk DMA)
   std::unordered_map<std::uint64_t, TimePs> throttle_until_;         // (switch << 32) | group -> hold end
   std::unordered_map<std::uint32_t, std::uint32_t> throttled_groups_;  // group -> switches
+  std::unordered_map<std::uint64_t, std::uint32_t> held_fetches_;     // fill key of a held fetch -> its queue
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
   std::uint64_t throttle_bypasses_ = 0;  // turns taken past a held op of the same queue
   std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;

@@ -27,6 +27,11 @@ class RemoteReadCache {
   // The fetch of `key` by block `tbi` into register `reg` completed: the tile is resident and
   // every joined block completes (with the tile's values in functional runs).
   void filled(std::uint64_t key, std::uint64_t bytes, std::uint32_t tbi, std::uint32_t reg);
+  // Whether blocks other than the fetching one wait for the fetch of `key` in flight.
+  bool joined(std::uint64_t key) const {
+    const auto it = in_flight_.find(key);
+    return it != in_flight_.end() && !it->second.empty();
+  }
   bool drained() const { return in_flight_.empty(); }
 
   std::uint64_t& hits() { return hits_; }
