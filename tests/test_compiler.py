@@ -243,6 +243,18 @@ def test_a_weight_gradient_loads_its_k_sharded_operand_from_each_owner_once_per_
     assert not report.kernels[0].refused and _ops(k).count(isa.LD_CAIS) >= 2 and isa.LD_REMOTE not in _ops(k)
 
 
-def test_a_k_sharded_operand_whose_steps_straddle_two_owners_is_refused():
+def test_a_k_sharded_operand_whose_steps_straddle_two_owners_loads_each_part_from_its_owner():
+    """96 tokens per GPU: step 1 holds tokens 64-127, the last 32 of GPU 0's and the first 32 of
+    GPU 1's; each step loads in 32-token parts, each from the GPU that owns it, every token once."""
+    b = _builder()
+    M, N, K = 256, 384, G * 96
+    ki = _gemm(b, "wgrad", M, N, K, source=gemm_kernel.Source("remote", 96, along_k=True))
+    k = b.wl.kernels[ki]
+    buf = b.buffer_index("wgrad.a")
+    cfg = gemm_kernel.plan(M, N, K, 66)
+    ld = M * 2
+    for bx, by in itertools.product(range(k.grid_x), range(k.grid_y)):
+        rows = _remote_rows(k, buf, bx, by, cfg.tm * 2, ld)
+        assert sorted(rows) == [(o, r, by * cfg.tm * 2) for o in range(G) for r in range(0, 96, 32)]
     with pytest.raises(ValueError, match="whole 64-token steps"):
-        _gemm(_builder(), "wgrad", 256, 384, G * 96, source=gemm_kernel.Source("remote", 96, along_k=True))
+        _gemm(_builder(), "wgrad", 256, 384, G * 96 + 32, source=gemm_kernel.Source("remote", 96, along_k=True))

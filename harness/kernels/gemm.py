@@ -10,7 +10,9 @@ and then runs its epilogue. Operand sources for A (`Source.kind`):
   cais    the same addresses through ld.cais (GPU-invariant: the CAIS compiler's rewrite).
 A weight gradient's gathered operand is sharded along K instead (`Source.along_k`: the tokens,
 T/N per GPU): K step L comes from the GPU owning tokens [64 L, 64 L + 64), stored token-major
-(X [T, M] for A = X^T).
+(X [T, M] for A = X^T). Where T/N is not whole steps (Fig 17's 288 tokens per GPU) a step
+straddles two owners, so each step loads in parts of gcd(64, T/N) tokens (32 for 288), each
+part from its own owner.
 Result sinks (`Sink.kind`):
   local      C [M, N] in local memory;
   red_cais   partial tile reduced into its owner's row shard [owner_rows, N] with red.cais;
@@ -155,9 +157,9 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         raise ValueError(f"gemm '{name}': unknown source '{source.kind}'")
     if sink.kind not in SINKS:
         raise ValueError(f"gemm '{name}': unknown sink '{sink.kind}'")
-    if source.along_k and (source.kind == "local" or source.owner_rows % TK or K % TK or w_owner_rows or shard or row_shard):
-        raise ValueError(f"gemm '{name}': an operand sharded along K needs a remote source whose {source.owner_rows} "
-                         f"tokens per GPU and K {K} are whole {TK}-token steps, on an otherwise plain GEMM")
+    if source.along_k and (source.kind == "local" or K % TK or w_owner_rows or shard or row_shard):
+        raise ValueError(f"gemm '{name}': an operand sharded along K needs a remote source whose K {K} is whole "
+                         f"{TK}-token steps, on an otherwise plain GEMM")
     sharded = [r for r in (source.owner_rows if source.kind != "local" and not source.along_k else 0,
                            sink.owner_rows if sink.kind in ("red_cais", "red_remote", "st_remote") else 0,
                            row_shard) if r]
@@ -190,13 +192,16 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
 
     def along_k(shift: int):
         """K step L + shift of A = X^T sharded along K: TK token rows of the tile's tm columns
-        from the GPU owning them, at row (L + shift) TK - owner x owner_rows of its shard of X."""
+        from the GPU owning them, at row (L + shift) TK - owner x owner_rows of its shard of X;
+        in parts of gcd(TK, owner_rows) rows, none of which straddles two owners."""
         ld = M * ELEM
-        peer, addr = affine(0), affine(shift * TK * ld, by=c.tm * ELEM, loops=(TK * ld,))
-        peer.quotient.add(base=shift * TK, loop=[TK], divisor=source.owner_rows, scale=1)
-        addr.quotient.add(base=shift * TK, loop=[TK], divisor=source.owner_rows, scale=-source.owner_rows * ld)
-        p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=peer, addr=addr, rows=TK,
-              row_bytes=c.tm * ELEM, row_stride=ld)
+        part = math.gcd(TK, source.owner_rows)
+        for first in range(shift * TK, (shift + 1) * TK, part):
+            peer, addr = affine(0), affine(first * ld, by=c.tm * ELEM, loops=(TK * ld,))
+            peer.quotient.add(base=first, loop=[TK], divisor=source.owner_rows, scale=1)
+            addr.quotient.add(base=first, loop=[TK], divisor=source.owner_rows, scale=-source.owner_rows * ld)
+            p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=peer, addr=addr, rows=part,
+                  row_bytes=c.tm * ELEM, row_stride=ld)
 
     def loads(shift: int):
         off = shift * step

@@ -51,8 +51,8 @@ way, and the gates wait for the partial block's own count of bytes (flag.wait wa
 
 A weight gradient's re-gather (spec A5) is an ld.cais in the wgrad GEMM's K loop: the gathered
 activation is sharded along K (the tokens), so K step L comes from the owner of tokens
-[64 L, 64 L + 64) (gemm Source.along_k), once every owner has flagged all its rows (a copy stays
-where a step would straddle two owners: Fig 17's 288 tokens per GPU). LLaMA-7B half
+[64 L, 64 L + 64) (gemm Source.along_k), once every owner has flagged all its rows; where a step
+straddles two owners (Fig 17's 288 tokens per GPU) it loads in 32-token parts. LLaMA-7B half
 training layer against the copy kernels: 4654 -> 4468 µs, MegaGPT-4B / 8B 3426 -> 3508 /
 4267 -> 4409 µs (docs/RESULTS.md, Fig 11): the wgrads' tiles hold their SMs through the loads,
 as the copies did.
@@ -310,11 +310,11 @@ class CaisLowering(Lowering):
     # ---- weight gradients that gather in their K loop
     def gathered_along_k(self, op: Op) -> Collective | None:
         """The gather a weight-gradient GEMM reads in its K loop (spec A5: the re-gather is an
-        ld.cais inside the wgrad GEMM), or None: its K steps must not straddle two owners."""
+        ld.cais inside the wgrad GEMM), or None (the gathered dY, which a dgrad reads too)."""
         if not (isinstance(op, Gemm) and op.wgrad):
             return None
         ags = [d for d in op.deps if d in self.ag_gate]
-        if len(ags) != 1 or op.sharded == "M" or (op.K // self.t.gpus) % gemm_kernel.TK or op.K % gemm_kernel.TK:
+        if len(ags) != 1 or op.sharded == "M" or op.K % gemm_kernel.TK:
             return None  # (sharded M: dW [n/N, h] reads the gathered dY as B, which a dgrad reads too)
         return self.g.op(ags[0])
 
