@@ -284,6 +284,30 @@ TEST(Hopper, ThrottleDoesNotHoldAFetchThatBlocksOfOtherGroupsJoined) {
   EXPECT_GT(alone["gpu0.finish_time"], run_blocks(1, false)["gpu0.finish_time"] + 3e6);
 }
 
+TEST(Hopper, AHeldFetchGoesOnWhenABlockOfAnotherGroupJoinsIt) {
+  // As above, but block 1 first reads R rows of local memory (block 0 none: rows_in_bounds
+  // R x bx), so it joins block 0's fetch only after the probe's THROTTLE has held it: the
+  // fetch then goes on at once, long before the probe lifts the hold at 5 us.
+  constexpr std::uint32_t R = 1024;
+  const auto run_blocks = [](std::uint32_t blocks) {
+    auto wl = one_kernel(2, blocks);
+    wl.mutable_launches(0)->add_gpus(0);
+    mem(wl, isa::LD, R, 512, 512)->mutable_rows_in_bounds()->set_block_x(R);
+    mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);
+    cache_remote_reads() = true;
+    probe_throttles() = true;
+    auto r = run(wl, 2, true);
+    probe_throttles() = false;
+    cache_remote_reads() = false;
+    return r.stats;
+  };
+  auto shared = run_blocks(2), alone = run_blocks(1);
+  EXPECT_EQ(shared["gpu0.remote_reads.joined"], 1);
+  EXPECT_GT(shared["gpu0.stall.throttled"], 0);  // held before block 1 joined
+  EXPECT_GT(alone["gpu0.finish_time"], 5e6);     // no joiner: held until the lift
+  EXPECT_LT(shared["gpu0.finish_time"], alone["gpu0.finish_time"] - 2e6);  // equal without the wake-up
+}
+
 TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {
   // With bulk packets the held op's lines already collected wait for the rest of their packet
   // (every GPU groups a tile's lines alike; a short packet would not match the merge entry).
