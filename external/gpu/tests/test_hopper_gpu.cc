@@ -257,51 +257,41 @@ TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
   EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 1024);
 }
 
+// `blocks` blocks (one TB group each) ld.cais the same 64 KiB from GPU 1 through the remote read
+// cache, so block 0 fetches and the others join its fetch; with `throttle` the probe throttles
+// block 0's group and lifts the hold after 5 us. Block b first reads delay_rows x b rows of local
+// memory (rows_in_bounds), so the later blocks join later.
+std::map<std::string, double> run_shared_fetch(std::uint32_t blocks, bool throttle, std::uint32_t delay_rows = 0) {
+  auto wl = one_kernel(2, blocks);
+  wl.mutable_launches(0)->add_gpus(0);
+  if (delay_rows) mem(wl, isa::LD, delay_rows, 512, 512)->mutable_rows_in_bounds()->set_block_x(delay_rows);
+  mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);
+  cache_remote_reads() = true;
+  probe_throttles() = throttle;
+  auto r = run(wl, 2, true);
+  probe_throttles() = false;
+  cache_remote_reads() = false;
+  return r.stats;
+}
+
 TEST(Hopper, ThrottleDoesNotHoldAFetchThatBlocksOfOtherGroupsJoined) {
-  // Two blocks (two TB groups) ld.cais the same tile from GPU 1; through the remote read cache
-  // block 1 joins block 0's fetch. The probe throttles block 0's group until it lifts the hold
-  // after 5 us: the shared fetch serves block 1's group too and goes on as if never throttled,
-  // while the same load with no joiner is held.
-  const auto run_blocks = [](std::uint32_t blocks, bool throttle) {
-    auto wl = one_kernel(2, blocks);
-    wl.mutable_launches(0)->add_gpus(0);
-    mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);  // every block: the same 64 KiB
-    cache_remote_reads() = true;
-    probe_throttles() = throttle;
-    auto r = run(wl, 2, true);
-    probe_throttles() = false;
-    cache_remote_reads() = false;
-    return r.stats;
-  };
-  auto shared = run_blocks(2, true), alone = run_blocks(1, true);
+  // Block 1 joins block 0's fetch: the shared fetch serves block 1's group too and goes on as if
+  // never throttled, while the same load with no joiner is held.
+  auto shared = run_shared_fetch(2, true), alone = run_shared_fetch(1, true);
   EXPECT_EQ(shared["gpu0.remote_reads.joined"], 1);
   EXPECT_EQ(shared["gpu0.rx.CAIS_LD_RESP.packets"], 512);  // one fetch for both blocks
   EXPECT_EQ(shared["gpu0.throttle_packets"], 2);           // held, then lifted
   EXPECT_EQ(shared["gpu0.stall.throttled"], 0);
   // The throttle's two flits on the link are all it costs.
-  EXPECT_NEAR(shared["gpu0.finish_time"], run_blocks(2, false)["gpu0.finish_time"], 1e3);
+  EXPECT_NEAR(shared["gpu0.finish_time"], run_shared_fetch(2, false)["gpu0.finish_time"], 1e3);
   EXPECT_GT(alone["gpu0.stall.throttled"], 0);
-  EXPECT_GT(alone["gpu0.finish_time"], run_blocks(1, false)["gpu0.finish_time"] + 3e6);
+  EXPECT_GT(alone["gpu0.finish_time"], run_shared_fetch(1, false)["gpu0.finish_time"] + 3e6);
 }
 
 TEST(Hopper, AHeldFetchGoesOnWhenABlockOfAnotherGroupJoinsIt) {
-  // As above, but block 1 first reads R rows of local memory (block 0 none: rows_in_bounds
-  // R x bx), so it joins block 0's fetch only after the probe's THROTTLE has held it: the
-  // fetch then goes on at once, long before the probe lifts the hold at 5 us.
-  constexpr std::uint32_t R = 1024;
-  const auto run_blocks = [](std::uint32_t blocks) {
-    auto wl = one_kernel(2, blocks);
-    wl.mutable_launches(0)->add_gpus(0);
-    mem(wl, isa::LD, R, 512, 512)->mutable_rows_in_bounds()->set_block_x(R);
-    mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);
-    cache_remote_reads() = true;
-    probe_throttles() = true;
-    auto r = run(wl, 2, true);
-    probe_throttles() = false;
-    cache_remote_reads() = false;
-    return r.stats;
-  };
-  auto shared = run_blocks(2), alone = run_blocks(1);
+  // Block 1 joins block 0's fetch only after the probe's THROTTLE has held it: the fetch then
+  // goes on at once, long before the probe lifts the hold at 5 us.
+  auto shared = run_shared_fetch(2, true, 1024), alone = run_shared_fetch(1, true, 1024);
   EXPECT_EQ(shared["gpu0.remote_reads.joined"], 1);
   EXPECT_GT(shared["gpu0.stall.throttled"], 0);  // held before block 1 joined
   EXPECT_GT(alone["gpu0.finish_time"], 5e6);     // no joiner: held until the lift
