@@ -310,7 +310,8 @@ class CaisLowering(Lowering):
     # ---- weight gradients that gather in their K loop
     def gathered_along_k(self, op: Op) -> Collective | None:
         """The gather a weight-gradient GEMM reads in its K loop (spec A5: the re-gather is an
-        ld.cais inside the wgrad GEMM), or None (the gathered dY, which a dgrad reads too)."""
+        ld.cais inside the wgrad GEMM), or None: K not whole 64-token steps, or the gathered dY
+        (which a dgrad reads too, so a copy kernel materialises it once)."""
         if not (isinstance(op, Gemm) and op.wgrad):
             return None
         ags = [d for d in op.deps if d in self.ag_gate]
