@@ -64,6 +64,7 @@ void HopperGpu::register_stats() {
   st.counter(n + ".throttle_bypasses", "turns", &remote_.throttle_bypasses());
   st.counter(n + ".stall.post_credits", "events", &remote_.post_credit_stalls());
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
+  st.counter(n + ".throttle_retagged_fetches", "fetches", &remote_.retagged_fetches());
   if (cfg_.mergeable_cap_lines) {  // net.cais_merge.outstanding_cap
     st.counter(n + ".stall.mergeable_cap", "events", &remote_.cap_stalls());
     st.counter(n + ".mergeable.high_water_lines", "lines", &remote_.mergeable_high_water());

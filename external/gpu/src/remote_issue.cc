@@ -7,6 +7,7 @@
 #include "cais/gpu/nvlink_ports.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/remote_read_cache.h"
+#include "cais/gpu/tb_scheduler.h"
 
 namespace cais::gpu {
 
@@ -51,7 +52,7 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
   RemoteOp& op = ops_[oi];
   // A THROTTLE holds only its group's TB (spec 3.5 step 3). Lines of a held op already in its
   // bulk packets wait with it: sending them short would group them unlike the other GPUs.
-  if (!throttled_groups_.empty() && held(op)) {
+  if (!throttled_groups_.empty() && hold(op)) {
     if (op.fill_key) held_fetches_[op.fill_key] = qi;  // a block joining it resumes it (joined)
     return Blocked::kHeld;
   }
@@ -206,10 +207,28 @@ void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint3
 
 // A THROTTLE names one TB group and holds only it (spec 3.5 step 3). A fetch for the remote
 // read cache (gpu.cache_remote_reads) that blocks of other groups have joined (a row of an
-// AG-GEMM's tiles sharing one chunk) serves their groups as much as its own: holding it would
-// hold groups the switch did not name, and at 32 GPUs it held a whole row of tiles behind each
-// throttled one (docs/RESULTS.md, Fig 17).
-bool RemotePacketizer::shared_fetch(std::uint64_t fill_key) const { return ctx_.rcache->joined(fill_key); }
+// AG-GEMM's tiles sharing one chunk) serves their groups as much as its own. On hardware the
+// held block's request would not have left the SM, so a joiner's own request would miss in L2
+// and go out under the joiner's group: the fetch goes on under the group of its first joiner
+// that no switch throttles, and the switch counts and throttles that group next, so a row's
+// groups are held one by one. Only when every joiner's group is throttled too is the fetch held.
+// (Holding the whole row behind one throttled tile cost 32-GPU layers 20 %, docs/RESULTS.md,
+// Fig 17; letting any joined fetch go left the joiners' groups uncounted, Fig 13.)
+bool RemotePacketizer::hold(RemoteOp& op) {
+  if ((op.op != isa::LD_CAIS && op.op != isa::RED_CAIS) || !throttled_groups_.count(op.group)) return false;
+  const std::vector<RemoteReadCache::Joiner>* waiting = op.fill_key ? ctx_.rcache->joiners(op.fill_key) : nullptr;
+  if (!waiting) return true;
+  const auto go_on_under = [&](std::uint32_t g) {
+    if (throttled_groups_.count(g)) return false;
+    op.group = g;
+    ++retagged_fetches_;
+    return true;
+  };
+  if (go_on_under(ctx_.sched->tb(op.tb).group)) return false;  // the fetching block's own, lifted
+  for (const RemoteReadCache::Joiner& j : *waiting)
+    if (go_on_under(ctx_.sched->tb(j.tbi).group)) return false;
+  return true;
+}
 
 void RemotePacketizer::joined(std::uint64_t fill_key) {
   const auto it = held_fetches_.find(fill_key);

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 
 #include "cais/engine_host.h"
 #include "cais/errors.h"
@@ -27,6 +28,10 @@ inline std::vector<Seen>& seen() {
   return s;
 }
 inline bool& probe_throttles() {  // the probe throttles a GPU's first .cais group ...
+  static bool on = false;
+  return on;
+}
+inline bool& probe_throttles_every_group() {  // ... (or each group, once, at its first request) ...
   static bool on = false;
   return on;
 }
@@ -87,8 +92,9 @@ class ProbeSwitch : public NodeComponent {
     in_[port].pop(sim_, *this, p.vc);
     seen().push_back({p.type, p.src, p.dst, p.payload_bytes, p.group, p.aux, p.count, p.addr, p.values, {}});
     for (std::uint32_t i = 0; i < p.lines; ++i) seen().back().line_addrs.push_back(p.line_addr(i));
-    if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ && !throttled_) {
-      throttled_ = true;
+    if (probe_throttles() && p.type == proto::PKT_CAIS_LD_REQ &&
+        (probe_throttles_every_group() ? throttled_.insert(p.group).second : throttled_.empty())) {
+      throttled_.insert(p.group);
       throttle(port, p.group, true);
       if (probe_lifts()) schedule(sim_.now() + 5000000, 3, p.group, port);
     }
@@ -156,7 +162,7 @@ class ProbeSwitch : public NodeComponent {
     q_[port].push_back(r);
     pump(port);
   }
-  bool throttled_ = false;
+  std::set<std::uint32_t> throttled_;  // the groups throttled so far
   std::uint32_t node_, flit_ = 16, hdr_ = 1;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;

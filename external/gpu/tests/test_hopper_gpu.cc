@@ -3,6 +3,8 @@
 // switch of hopper_test_util.h records what a GPU sends).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "hopper_test_util.h"
 
 namespace cais::gpu {
@@ -259,19 +261,32 @@ TEST(Hopper, ThrottleHoldsOnlyItsGroupsBlockNotTheOthersOnTheSameSm) {
 
 // `blocks` blocks (one TB group each) ld.cais the same 64 KiB from GPU 1 through the remote read
 // cache, so block 0 fetches and the others join its fetch; with `throttle` the probe throttles
-// block 0's group and lifts the hold after 5 us. Block b first reads delay_rows x b rows of local
-// memory (rows_in_bounds), so the later blocks join later.
-std::map<std::string, double> run_shared_fetch(std::uint32_t blocks, bool throttle, std::uint32_t delay_rows = 0) {
+// block 0's group (with `every_group` each group at its first request) and lifts each hold after
+// 5 us. Block b first reads delay_rows x b rows of local memory (rows_in_bounds), so the later
+// blocks join later. seen() holds the packets sent.
+std::map<std::string, double> run_shared_fetch(std::uint32_t blocks, bool throttle, std::uint32_t delay_rows = 0,
+                                               bool every_group = false) {
   auto wl = one_kernel(2, blocks);
   wl.mutable_launches(0)->add_gpus(0);
   if (delay_rows) mem(wl, isa::LD, delay_rows, 512, 512)->mutable_rows_in_bounds()->set_block_x(delay_rows);
   mem(wl, isa::LD_CAIS, 512, 128, 128, 0, 1);
   cache_remote_reads() = true;
   probe_throttles() = throttle;
+  probe_throttles_every_group() = every_group;
+  seen().clear();
   auto r = run(wl, 2, true);
-  probe_throttles() = false;
+  probe_throttles() = probe_throttles_every_group() = false;
   cache_remote_reads() = false;
   return r.stats;
+}
+
+// The TB groups of GPU 0's CAIS_LD_REQs in seen(), in the order they first appear.
+std::vector<std::uint32_t> load_request_groups() {
+  std::vector<std::uint32_t> groups;
+  for (const auto& x : seen())
+    if (x.type == proto::PKT_CAIS_LD_REQ && x.src == 0 && std::find(groups.begin(), groups.end(), x.group) == groups.end())
+      groups.push_back(x.group);
+  return groups;
 }
 
 TEST(Hopper, ThrottleDoesNotHoldAFetchThatBlocksOfOtherGroupsJoined) {
@@ -296,6 +311,31 @@ TEST(Hopper, AHeldFetchGoesOnWhenABlockOfAnotherGroupJoinsIt) {
   EXPECT_GT(shared["gpu0.stall.throttled"], 0);  // held before block 1 joined
   EXPECT_GT(alone["gpu0.finish_time"], 5e6);     // no joiner: held until the lift
   EXPECT_LT(shared["gpu0.finish_time"], alone["gpu0.finish_time"] - 2e6);  // equal without the wake-up
+}
+
+TEST(Hopper, AThrottledFetchGoesOnUnderTheGroupOfTheBlockThatJoinedIt) {
+  // Block 0's request would not have left its SM, so block 1's own would have gone out: the
+  // fetch's remaining lines carry block 1's group, which the switch then counts.
+  auto st = run_shared_fetch(2, true);
+  const auto groups = load_request_groups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_NE(groups[0], groups[1]);
+  EXPECT_EQ(st["gpu0.throttle_retagged_fetches"], 1);
+  EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 512);
+  EXPECT_EQ(run_shared_fetch(2, false)["gpu0.throttle_retagged_fetches"], 0);
+}
+
+TEST(Hopper, ARowsGroupsAreThrottledOneByOneAndTheFetchHeldWhenAllAre) {
+  // Every group throttled at its first request: the fetch of three blocks goes on under block
+  // 1's group, then block 2's, is held once all three are throttled, and goes on under block
+  // 0's own group when its hold is lifted (5 us after the first THROTTLE). Never holding a
+  // joined fetch would end it as early as no throttling does.
+  auto st = run_shared_fetch(3, true, 0, true);
+  EXPECT_EQ(load_request_groups().size(), 3u);
+  EXPECT_EQ(st["gpu0.throttle_retagged_fetches"], 3);  // to 1, to 2, back to 0
+  EXPECT_GT(st["gpu0.stall.throttled"], 0);
+  EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 512);
+  EXPECT_GT(st["gpu0.finish_time"], run_shared_fetch(3, false)["gpu0.finish_time"] + 1.5e6);
 }
 
 TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {

@@ -102,6 +102,7 @@ class RemotePacketizer {
   std::uint64_t& throttle_stalls() { return throttle_stalls_; }
   std::uint64_t& throttle_bypasses() { return throttle_bypasses_; }
   std::uint64_t& throttles() { return throttles_; }
+  std::uint64_t& retagged_fetches() { return retagged_fetches_; }
   Histogram& latency_ns() { return latency_ns_; }
 
  private:
@@ -116,13 +117,10 @@ class RemotePacketizer {
   std::uint32_t limit(std::uint32_t qi) const {
     return qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   }
-  // A mergeable op (ld.cais, red.cais; not a plain red.remote) of a group a switch throttles,
-  // unless it is a fetch that blocks of other groups have joined (shared_fetch).
-  bool held(const RemoteOp& op) const {
-    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && throttled_groups_.count(op.group) &&
-           !(op.fill_key && shared_fetch(op.fill_key));
-  }
-  bool shared_fetch(std::uint64_t fill_key) const;
+  // Whether a THROTTLE holds op's next line: a mergeable op (ld.cais, red.cais; not a plain
+  // red.remote) of a group a switch throttles, unless it is a fetch that a block of a group no
+  // switch throttles has joined, which goes on under that block's group (remote_issue.cc).
+  bool hold(RemoteOp& op);
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
   bool counts_toward_cap(const RemoteOp& op) const {
@@ -166,6 +164,7 @@ class RemotePacketizer {
   std::unordered_map<std::uint64_t, std::uint32_t> held_fetches_;     // fill key of a held fetch -> its queue
   std::uint64_t outstanding_stalls_ = 0, throttle_stalls_ = 0, throttles_ = 0;
   std::uint64_t throttle_bypasses_ = 0;  // turns taken past a held op of the same queue
+  std::uint64_t retagged_fetches_ = 0;   // held fetches that went on under a joiner's group
   std::uint64_t mergeable_ = 0, mergeable_high_water_ = 0, cap_stalls_ = 0, red_ack_lines_ = 0;
   std::deque<std::uint32_t> cap_waiters_;  // queues stalled on the cap, in stall order
   std::vector<std::uint8_t> cap_waiting_;  // per queue: in cap_waiters_

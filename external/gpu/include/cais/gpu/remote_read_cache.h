@@ -27,10 +27,14 @@ class RemoteReadCache {
   // The fetch of `key` by block `tbi` into register `reg` completed: the tile is resident and
   // every joined block completes (with the tile's values in functional runs).
   void filled(std::uint64_t key, std::uint64_t bytes, std::uint32_t tbi, std::uint32_t reg);
-  // Whether blocks other than the fetching one wait for the fetch of `key` in flight.
-  bool joined(std::uint64_t key) const {
+  struct Joiner {
+    std::uint32_t tbi, reg;
+  };
+  // The blocks other than the fetching one that wait for the fetch of `key`, in the order they
+  // joined; nullptr when none does.
+  const std::vector<Joiner>* joiners(std::uint64_t key) const {
     const auto it = in_flight_.find(key);
-    return it != in_flight_.end() && !it->second.empty();
+    return it == in_flight_.end() || it->second.empty() ? nullptr : &it->second;
   }
   bool drained() const { return in_flight_.empty(); }
 
@@ -39,9 +43,6 @@ class RemoteReadCache {
   std::uint64_t& fetches() { return fetches_; }
 
  private:
-  struct Joiner {
-    std::uint32_t tbi, reg;
-  };
   GpuContext& ctx_;
   std::unordered_map<std::uint64_t, std::vector<Joiner>> in_flight_;  // key -> blocks waiting
   std::unordered_map<std::uint64_t, std::vector<double>> values_;     // functional runs: tile values
