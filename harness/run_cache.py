@@ -61,20 +61,32 @@ def _drop(tree: dict, dotted: str) -> None:
     tree.pop(leaf, None)
 
 
-@lru_cache(maxsize=None)
-def code_fingerprint() -> str:
-    """Hash of the harness's Python sources and data that a run executes or reads (all but
-    NOT_RUN_CODE) and of the built engines (path + bytes)."""
-    h = hashlib.sha256()
+# Generated from proto/*.proto on first use (harness/protocol.py): whether they exist yet, and
+# their bytes under another protoc, say nothing about what a run computes; the .proto sources do.
+GENERATED = ("_proto",)
+
+
+def fingerprint_files() -> list[Path]:
+    """The files code_fingerprint hashes: the harness's Python sources and data that a run executes
+    or reads (all but NOT_RUN_CODE and GENERATED), the protocol's .proto sources and the built
+    engines."""
     root = REPO_ROOT / "harness"
-    skip = tuple(root / s for s in NOT_RUN_CODE)
+    skip = tuple(root / s for s in (*NOT_RUN_CODE, *GENERATED))
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                    and not any(p == s or s in p.parents for s in skip))
+    files += sorted((REPO_ROOT / "proto").glob("*.proto"))
     engines = engine_dir()
     if engines.is_dir():
         files += sorted(p for p in engines.iterdir() if p.is_file() and (p.name.startswith("cais-engine")
                                                                           or p.suffix == ".so"))
-    for p in files:
+    return files
+
+
+@lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """Hash of fingerprint_files(), each by its path and bytes."""
+    h = hashlib.sha256()
+    for p in fingerprint_files():
         h.update(str(p.relative_to(REPO_ROOT) if p.is_relative_to(REPO_ROOT) else p.name).encode())
         h.update(p.read_bytes())
     return h.hexdigest()

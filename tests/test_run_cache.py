@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness import REPO_ROOT
-from harness.run_cache import NOT_RUN_CODE, run_key
+from harness.run_cache import NOT_RUN_CODE, fingerprint_files, run_key
 from conftest import compose
 
 
@@ -23,3 +23,13 @@ def test_the_code_left_out_of_the_key_exists():
     # the list must follow renames: a stale name would leave the renamed module in the key
     for rel in NOT_RUN_CODE:
         assert (REPO_ROOT / "harness" / rel).exists(), rel
+
+
+def test_the_key_hashes_the_protocol_sources_not_the_modules_generated_from_them():
+    # harness/_proto/ exists only once something imported harness.protocol: a key computed
+    # before that (a script) must equal cais-sim's, and an edited .proto must still miss
+    import harness.protocol  # noqa: F401  (generates harness/_proto/)
+
+    files = fingerprint_files()
+    assert REPO_ROOT / "proto" / "cosim.proto" in files
+    assert not [p for p in files if (REPO_ROOT / "harness" / "_proto") in p.parents]
