@@ -111,13 +111,22 @@ def fig13_paper(t: pd.DataFrame) -> list[dict]:
         return []
     worst_none, worst_full = none["min_merge_table_kb"].max(), full["min_merge_table_kb"].max()
     wait_none, wait_full = none["wait_time_us"].mean(), full["wait_time_us"].mean()
+    # The paper's 87 % is not its two bounds' 1 - 40/250 = 84 %: spec 4.5 reads it as the mean
+    # of the per-sub-layer reductions. Both readings are reported, each beside its paper figure.
+    keys = ["model", "sublayer"]
+    per = none.set_index(keys)["min_merge_table_kb"].to_frame("none").join(
+        full.set_index(keys)["min_merge_table_kb"].rename("full"), how="inner")
+    mean_cut = float((1 - per["full"] / per["none"]).mean() * 100) if len(per) else float("nan")
     return [
         row("fig13a: minimal table without coordination, worst sub-layer (KB)", worst_none,
             finding("merge_table_without_coord"), "rel_default"),
         row("fig13a: minimal table with coordination, worst port (KB)", worst_full,
             finding("merge_table_with_coord"), "merge_table_with_coord_kb"),
-        row("fig13a: reduction of the minimal table (%)", (1 - worst_full / worst_none) * 100,
+        row("fig13a: reduction of the minimal table, mean over the sub-layers (%)", mean_cut,
             finding("merge_table_reduction"), "merge_table_reduction_pct"),
+        row("fig13a: reduction of the minimal table, worst sub-layer to worst port (%)",
+            (1 - worst_full / worst_none) * 100, finding("merge_table_reduction_implied"),
+            "merge_table_reduction_pct"),
         row("fig13b: waiting time without coordination (us)", wait_none, finding("wait_time_without_coord"),
             "rel_default"),
         row("fig13b: waiting-time improvement (x)", wait_none / wait_full if wait_full else float("nan"),
