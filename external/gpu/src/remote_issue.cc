@@ -209,9 +209,10 @@ void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint3
 // read cache (gpu.cache_remote_reads) that blocks of other groups have joined (a row of an
 // AG-GEMM's tiles sharing one chunk) serves their groups as much as its own. On hardware the
 // held block's request would not have left the SM, so a joiner's own request would miss in L2
-// and go out under the joiner's group: the fetch goes on under the group of its first joiner
-// that no switch throttles, and the switch counts and throttles that group next, so a row's
-// groups are held one by one. Only when every joiner's group is throttled too is the fetch held.
+// and go out under the joiner's group: the fetch goes on under the first group no switch
+// throttles, the fetching block's own (once lifted) before its joiners' in join order, and the
+// switch counts and throttles that group next, so a row's groups are held one by one. Only when
+// all of these groups are throttled is the fetch held.
 // (Holding the whole row behind one throttled tile cost 32-GPU layers 20 %, docs/RESULTS.md,
 // Fig 17; letting any joined fetch go left the joiners' groups uncounted, Fig 13.)
 bool RemotePacketizer::hold(RemoteOp& op) {

@@ -118,8 +118,8 @@ class RemotePacketizer {
     return qi == ctx_.cfg.num_sms ? ctx_.cfg.dma_max_outstanding : ctx_.cfg.max_outstanding_per_sm;
   }
   // Whether a THROTTLE holds op's next line: a mergeable op (ld.cais, red.cais; not a plain
-  // red.remote) of a group a switch throttles, unless it is a fetch that a block of a group no
-  // switch throttles has joined, which goes on under that block's group (remote_issue.cc).
+  // red.remote) of a group a switch throttles, unless it is a shared fetch whose own block's or
+  // a joiner's group no switch throttles: it then goes on under that group (remote_issue.cc).
   bool hold(RemoteOp& op);
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
