@@ -564,6 +564,7 @@ void CaisMergeUnit::arm_timer(SwitchContext& ctx, std::int32_t idx) {
 }
 
 void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
+  if (arg & kHoldTimer) return hold_ran_out(ctx, arg);
   const auto idx = static_cast<std::int32_t>(arg >> 32);
   const auto gen = static_cast<std::uint32_t>(arg & 0xffffffffu);
   if (idx < 0 || static_cast<std::size_t>(idx) >= entries_.size()) return;
@@ -583,14 +584,63 @@ void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
 void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu) {
   if (!cfg_.throttle) return;
   e.members.push_back(gpu);
+  asked_.insert(PairKey{e.group, gpu});
   Ahead& a = ahead_[PairKey{e.group, gpu}];
   a.n += e.lines;
   // Throttle (again, if an earlier hold has run out) while the GPU is too far ahead.
   if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
     a.throttled = true;
-    a.until = ctx.now() + cfg_.throttle_hold_ps;
-    send_throttle(ctx, gpu, e.group, true);
+    hold(ctx, a, e.group, gpu);
   }
+}
+
+void CaisMergeUnit::hold(SwitchContext& ctx, Ahead& a, std::uint32_t group, std::uint32_t gpu) {
+  a.until = ctx.now() + cfg_.throttle_hold_ps;
+  send_throttle(ctx, gpu, group, true);
+  ctx.schedule_timer(a.until, feature_index_, kHoldTimer | (static_cast<std::uint64_t>(gpu) << 32) | group);
+}
+
+// Renewing every hold until lifted kept Fig 13's leader from bursting after each hold, but held
+// GPUs then waited on each other's held blocks until the entries timed out (whole layers up to
+// 23 % slower, docs/RESULTS.md, Fig 13); renewing only while an unheld peer can catch up keeps
+// the one and not the other.
+void CaisMergeUnit::hold_ran_out(SwitchContext& ctx, std::uint64_t arg) {
+  const auto group = static_cast<std::uint32_t>(arg & 0xffffffffu);
+  const auto gpu = static_cast<std::uint32_t>((arg & ~kHoldTimer) >> 32);
+  auto it = ahead_.find(PairKey{group, gpu});
+  // Lifted since, or a later hold is running (it has its own timer).
+  if (it == ahead_.end() || !it->second.throttled || ctx.now() < it->second.until) return;
+  if (waits_for_a_free_peer(ctx, group, gpu)) {
+    ++holds_renewed_;
+    hold(ctx, it->second, group, gpu);
+  } else {
+    ++holds_lapsed_;
+  }
+}
+
+bool CaisMergeUnit::waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t group,
+                                          std::uint32_t gpu) const {
+  const std::uint32_t n = ctx.num_gpus();
+  // free[p]: p could catch up in `group` now.
+  std::vector<bool> held_anywhere(n, false), held_here(n, false);
+  for (const auto& [key, a] : ahead_) {
+    if (!a.throttled || ctx.now() >= a.until || key.b >= n) continue;
+    held_anywhere[key.b] = true;
+    if (key.a == group) held_here[key.b] = true;
+  }
+  std::vector<bool> free(n, false);
+  for (std::uint32_t p = 0; p < n; ++p)
+    free[p] = p != gpu && (asked_.count(PairKey{group, p}) ? !held_here[p] : !held_anywhere[p]);
+  for (const Entry& e : entries_) {
+    if (e.state == State::kFree || e.group != group || e.members.empty()) continue;
+    if (std::find(e.members.begin(), e.members.end(), gpu) == e.members.end()) continue;
+    for (std::uint32_t p = 0; p < n; ++p) {
+      if (!free[p]) continue;
+      if (e.expected < n && p == e.home) continue;  // the owner does not ask for its own line
+      if (std::find(e.members.begin(), e.members.end(), p) == e.members.end()) return true;
+    }
+  }
+  return false;
 }
 
 void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
@@ -659,6 +709,8 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
   }
   reg.counter(prefix + ".throttles", "packets", &throttles_sent_);
   reg.counter(prefix + ".unthrottles", "packets", &unthrottles_sent_);
+  reg.counter(prefix + ".throttle_holds_renewed", "holds", &holds_renewed_);
+  reg.counter(prefix + ".throttle_holds_lapsed", "holds", &holds_lapsed_);
   reg.counter(prefix + ".red_acks", "packets", &red_acks_sent_);
   reg.counter(prefix + ".red_ack_lines", "lines", &red_ack_lines_);
 }

@@ -48,8 +48,13 @@
 // Throttling (III-B2, "TB-aware request throttling"): per (TB group, GPU) the unit counts the
 // live entries the GPU has joined that still wait for peers. When that count exceeds
 // throttle_ahead_entries the GPU runs ahead of its peers in that group: it gets a THROTTLE
-// (group, aux = throttle_hold_ns, how long to hold its mergeable requests at most; sent again
-// if the hold ran out while the GPU is still ahead). When the count falls to
+// (group, aux = throttle_hold_ns, how long to hold its mergeable requests at most). A hold
+// that runs out while the GPU is still ahead is renewed at once if one of the peers it waits
+// for (a GPU missing from an entry it joined) is free to catch up: it has asked in the group
+// before (its block is on an SM) and is not held in it, or it has not (its block still needs
+// an SM) and holds no hold of this unit at all. Otherwise the hold lapses, so that holds that
+// wait on each other (a held block keeps its SM, which the peer's missing block may need)
+// cannot chain, and it is sent again on the GPU's next join. When the count falls to
 // throttle_resume_entries or below (its entries complete as peers catch up, or are evicted /
 // time out) a hold still running is lifted with THROTTLE aux = 0. Every entry ends
 // (completion, eviction or timeout) and every hold is bounded, so throttling cannot deadlock.
@@ -78,6 +83,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cais/net/feature_util.h"
@@ -288,6 +294,16 @@ class CaisMergeUnit : public SwitchFeature {
     TimePs until = 0;  // end of the hold last sent
   };
   std::unordered_map<PairKey, Ahead, PairKeyHash> ahead_;  // (group, gpu)
+  // Timer args: an entry's timeout is (slot << 32) | generation (slot < 2^31); a hold's end
+  // is kHoldTimer | (gpu << 32) | group.
+  static constexpr std::uint64_t kHoldTimer = 1ull << 63;
+  void hold(SwitchContext& ctx, Ahead& a, std::uint32_t group, std::uint32_t gpu);
+  void hold_ran_out(SwitchContext& ctx, std::uint64_t arg);
+  // Whether a GPU that `gpu` waits for in `group` (missing from a live entry it joined) is
+  // free to catch up (see the header comment).
+  bool waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t group, std::uint32_t gpu) const;
+  std::unordered_set<PairKey, PairKeyHash> asked_;  // (group, gpu) that have joined an entry
+  std::uint64_t holds_renewed_ = 0, holds_lapsed_ = 0;
   std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
   std::uint64_t red_acks_sent_ = 0, red_ack_lines_ = 0;
 };
