@@ -17,6 +17,7 @@ using testing::FakeSwitch;
 using testing::feature_params;
 
 constexpr TimePs kNs = 1000;
+constexpr TimePs kLookup = 2 * kNs;  // feature_params' lookup_delay_ns: a THROTTLE's delivery after its send
 
 struct Rig {
   explicit Rig(Params p, std::uint32_t gpus = 8, bool functional = true)
@@ -512,7 +513,7 @@ TEST(CaisMerge, ThrottleIsLiftedByTimeoutsWhenPeersNeverCome) {
   EXPECT_NO_THROW(r.unit.check_drained());
 }
 
-TEST(CaisMerge, ThrottleHoldThatRanOutNeedsNoLiftAndIsRenewedWhileAhead) {
+TEST(CaisMerge, ThrottleHoldIsRenewedAsItRunsOutWhilePeersAreFreeToCatchUp) {
   Params p = feature_params();
   p.set_bool("net.cais_merge.throttle", true);
   p.set_int("net.cais_merge.throttle_ahead_entries", 1);
@@ -520,13 +521,74 @@ TEST(CaisMerge, ThrottleHoldThatRanOutNeedsNoLiftAndIsRenewedWhileAhead) {
   p.set_double("net.cais_merge.throttle_hold_ns", 100);
   Rig r(p);
   r.red(0, 1, 0, 0x100, 3, {1}, 3);
-  r.red(kNs, 1, 0, 0x200, 3, {1}, 3);    // ahead: throttled for 100 ns
-  r.red(50 * kNs, 1, 0, 0x300, 3, {1}, 3);   // still within the hold: nothing new
-  r.red(200 * kNs, 1, 0, 0x400, 3, {1}, 3);  // hold ran out, still ahead: renewed
+  r.red(kNs, 1, 0, 0x200, 3, {1}, 3);  // ahead: held for 100 ns, renewed as it runs out
+  r.red(50 * kNs, 1, 0, 0x300, 3, {1}, 3);  // within the hold: nothing new
+  r.sw.run(1000 * kNs);
+  const auto held = of_type(r.sw.take(), proto::PKT_THROTTLE);
+  ASSERT_EQ(held.size(), 10u);  // at 1, 101, ..., 901 ns: no peer has come, none is held
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(held[i].t, (1 + 100 * i) * kNs + kLookup) << i;
+    EXPECT_EQ(held[i].p.aux, 100u);
+  }
   r.sw.run();
-  EXPECT_EQ(r.unit.throttles_sent(), 2u);
-  EXPECT_EQ(r.unit.unthrottles_sent(), 0u);  // entries time out long after the holds ended
+  // The entries time out 5 us after their last access, and that lifts the running hold.
+  const auto lifted = of_type(r.sw.take(), proto::PKT_THROTTLE);
+  ASSERT_FALSE(lifted.empty());
+  EXPECT_EQ(lifted.back().p.aux, 0u);
+  EXPECT_EQ(r.unit.unthrottles_sent(), 1u);
+  EXPECT_EQ(r.unit.table_stats(0).timeouts, 3u);
   EXPECT_NO_THROW(r.unit.check_drained());
+}
+
+// GPU 2 runs ahead in group 5 and GPU 1 in group 6, each missing from the other's entries
+// (reductions of two participants to home 0, which contributes nothing: three GPUs).
+struct CrossedHolds {
+  explicit CrossedHolds(bool gpu1_asked_in_group_5) : r(params(), 3) {
+    if (gpu1_asked_in_group_5) {  // GPU 1's block of group 5 is on an SM: a completed entry
+      r.red(0, 1, 0, 0x900, 2, {1}, 5);
+      r.red(0, 2, 0, 0x900, 2, {1}, 5);
+    }
+    r.red(kNs, 2, 0, 0x100, 2, {1}, 5);
+    r.red(kNs, 2, 0, 0x200, 2, {1}, 5);  // (5, GPU 2) held from 1 ns to 101 ns
+    r.red(51 * kNs, 1, 0, 0x300, 2, {1}, 6);
+    r.red(51 * kNs, 1, 0, 0x400, 2, {1}, 6);  // (6, GPU 1) held from 51 ns to 151 ns
+    r.sw.run(1000 * kNs);
+    for (const auto& d : of_type(r.sw.take(), proto::PKT_THROTTLE))
+      holds[d.p.dst].push_back(d.t - kLookup);
+  }
+  static Params params() {
+    Params p = feature_params();
+    p.set_bool("net.cais_merge.throttle", true);
+    p.set_int("net.cais_merge.throttle_ahead_entries", 1);
+    p.set_int("net.cais_merge.throttle_resume_entries", 0);
+    p.set_double("net.cais_merge.throttle_hold_ns", 100);
+    return p;
+  }
+  Rig r;
+  std::map<std::uint32_t, std::vector<TimePs>> holds;  // THROTTLE send times per GPU
+};
+
+TEST(CaisMerge, AHoldLapsesWhenEveryPeerItWaitsForIsHeldSoHoldsCannotChain) {
+  CrossedHolds x(false);
+  // At 101 ns GPU 2's only missing peer, GPU 1, is held (and has not asked in group 5: its
+  // block may need the SM that GPU 2's held block keeps), so GPU 2's hold lapses; GPU 1's peer,
+  // GPU 2, is then free, so GPU 1's hold is renewed every 100 ns.
+  EXPECT_EQ(x.holds[2], std::vector<TimePs>{1 * kNs});
+  ASSERT_EQ(x.holds[1].size(), 10u);
+  EXPECT_EQ(x.holds[1].back(), 951 * kNs);
+  EXPECT_EQ(x.r.unit.holds_lapsed(), 1u);
+  EXPECT_EQ(x.r.unit.holds_renewed(), 9u);
+}
+
+TEST(CaisMerge, APeerThatAskedInTheGroupIsFreeToCatchUpThoughHeldInAnother) {
+  CrossedHolds x(true);
+  // GPU 1 has asked in group 5 before (its block of it is on an SM) and is held only in group 6,
+  // so GPU 2's hold is renewed; at 151 ns GPU 1's peer, GPU 2, has not asked in group 6 and is
+  // held, so GPU 1's hold lapses.
+  ASSERT_EQ(x.holds[2].size(), 10u);
+  EXPECT_EQ(x.holds[2].back(), 901 * kNs);
+  EXPECT_EQ(x.holds[1], std::vector<TimePs>{51 * kNs});
+  EXPECT_EQ(x.r.unit.holds_lapsed(), 1u);
 }
 
 TEST(CaisMerge, CheckDrainedNamesWhatIsLeft) {

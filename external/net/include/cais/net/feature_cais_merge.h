@@ -187,6 +187,8 @@ class CaisMergeUnit : public SwitchFeature {
   std::uint64_t red_acks_sent() const { return red_acks_sent_; }
   std::uint64_t red_ack_lines() const { return red_ack_lines_; }
   std::uint64_t unthrottles_sent() const { return unthrottles_sent_; }
+  std::uint64_t holds_renewed() const { return holds_renewed_; }
+  std::uint64_t holds_lapsed() const { return holds_lapsed_; }
   // Live entries GPU `gpu` has joined in `group` that wait for peers.
   std::uint32_t ahead(std::uint32_t group, std::uint32_t gpu) const;
 
