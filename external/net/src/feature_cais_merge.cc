@@ -583,15 +583,57 @@ void CaisMergeUnit::on_timer(SwitchContext& ctx, std::uint64_t arg) {
 
 void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu) {
   if (!cfg_.throttle) return;
+  if (e.members.empty()) group_link(static_cast<std::int32_t>(&e - entries_.data()));
   e.members.push_back(gpu);
-  asked_.insert(PairKey{e.group, gpu});
+  asked_[e.group].insert(gpu);
   Ahead& a = ahead_[PairKey{e.group, gpu}];
   a.n += e.lines;
   // Throttle (again, if an earlier hold has run out) while the GPU is too far ahead.
   if (a.n > cfg_.throttle_ahead_entries && (!a.throttled || ctx.now() >= a.until)) {
-    a.throttled = true;
+    set_throttled(a, gpu, true);
     hold(ctx, a, e.group, gpu);
   }
+}
+
+void CaisMergeUnit::group_link(std::int32_t idx) {
+  Entry& e = entries_[idx];
+  auto [it, fresh] = group_head_.try_emplace(e.group, idx);
+  e.group_prev = -1;
+  e.group_next = fresh ? -1 : it->second;
+  if (!fresh) entries_[it->second].group_prev = idx;
+  it->second = idx;
+}
+
+void CaisMergeUnit::group_unlink(std::int32_t idx) {
+  Entry& e = entries_[idx];
+  if (e.group_next >= 0) entries_[e.group_next].group_prev = e.group_prev;
+  if (e.group_prev >= 0) {
+    entries_[e.group_prev].group_next = e.group_next;
+  } else if (e.group_next >= 0) {
+    group_head_[e.group] = e.group_next;
+  } else {
+    group_head_.erase(e.group);
+  }
+  e.group_prev = e.group_next = -1;
+}
+
+void CaisMergeUnit::set_throttled(Ahead& a, std::uint32_t gpu, bool on) {
+  if (a.throttled == on) return;
+  a.throttled = on;
+  if (gpu >= throttled_of_gpu_.size()) throttled_of_gpu_.resize(gpu + 1);
+  auto& v = throttled_of_gpu_[gpu];
+  if (on) {
+    v.push_back(&a);
+  } else {
+    v.erase(std::find(v.begin(), v.end(), &a));
+  }
+}
+
+bool CaisMergeUnit::held_anywhere(TimePs now, std::uint32_t gpu) const {
+  if (gpu >= throttled_of_gpu_.size()) return false;
+  for (const Ahead* a : throttled_of_gpu_[gpu])
+    if (now < a->until) return true;
+  return false;
 }
 
 void CaisMergeUnit::hold(SwitchContext& ctx, Ahead& a, std::uint32_t group, std::uint32_t gpu) {
@@ -620,30 +662,30 @@ void CaisMergeUnit::hold_ran_out(SwitchContext& ctx, std::uint64_t arg) {
 
 bool CaisMergeUnit::waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t group,
                                           std::uint32_t gpu) const {
+  const auto head = group_head_.find(group);
+  if (head == group_head_.end()) return false;
   const std::uint32_t n = ctx.num_gpus();
-  // free[p]: p could catch up in `group` now.
-  std::vector<bool> held_anywhere(n, false), held_here(n, false);
-  for (const auto& [key, a] : ahead_) {
-    if (!a.throttled || ctx.now() >= a.until || key.b >= n) continue;
-    held_anywhere[key.b] = true;
-    if (key.a == group) held_here[key.b] = true;
-  }
-  std::vector<bool> free(n, false);
-  for (std::uint32_t p = 0; p < n; ++p)
-    free[p] = p != gpu && (asked_.count(PairKey{group, p}) ? !held_here[p] : !held_anywhere[p]);
-  for (const Entry& e : entries_) {
-    if (e.state == State::kFree || e.group != group || e.members.empty()) continue;
+  const TimePs now = ctx.now();
+  const RequesterSet& asked = asked_.at(group);
+  auto is_free = [&](std::uint32_t p) {
+    if (!asked.contains(p)) return !held_anywhere(now, p);  // its block may still need an SM
+    const auto it = ahead_.find(PairKey{group, p});
+    return it == ahead_.end() || !it->second.throttled || now >= it->second.until;
+  };
+  for (std::int32_t idx = head->second; idx >= 0; idx = entries_[idx].group_next) {
+    const Entry& e = entries_[idx];
     if (std::find(e.members.begin(), e.members.end(), gpu) == e.members.end()) continue;
     for (std::uint32_t p = 0; p < n; ++p) {
-      if (!free[p]) continue;
-      if (e.expected < n && p == e.home) continue;  // the owner does not ask for its own line
-      if (std::find(e.members.begin(), e.members.end(), p) == e.members.end()) return true;
+      if (p == gpu || (e.expected < n && p == e.home)) continue;  // the owner does not ask for its own line
+      if (std::find(e.members.begin(), e.members.end(), p) != e.members.end()) continue;
+      if (is_free(p)) return true;
     }
   }
   return false;
 }
 
 void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
+  if (!e.members.empty()) group_unlink(static_cast<std::int32_t>(&e - entries_.data()));
   for (const std::uint32_t gpu : e.members) {
     auto it = ahead_.find(PairKey{e.group, gpu});
     if (it == ahead_.end() || it->second.n < e.lines)
@@ -651,7 +693,7 @@ void CaisMergeUnit::leave_all(SwitchContext& ctx, Entry& e) {
     Ahead& a = it->second;
     a.n -= e.lines;
     if (a.throttled && a.n <= cfg_.throttle_resume_entries) {
-      a.throttled = false;
+      set_throttled(a, gpu, false);
       // Lift a hold that is still running; one that ran out needs no message.
       if (ctx.now() < a.until) send_throttle(ctx, gpu, e.group, false);
     }
@@ -716,7 +758,7 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
 }
 
 void CaisMergeUnit::check_drained() const {
-  if (live_ == 0 && ahead_.empty()) return;
+  if (live_ == 0 && ahead_.empty() && group_head_.empty()) return;
   std::ostringstream os;
   os << "cais_merge at node " << node_ << ": " << live_ << " merge entries left behind";
   for (const auto& e : entries_) {
@@ -726,6 +768,7 @@ void CaisMergeUnit::check_drained() const {
     break;
   }
   if (!ahead_.empty()) os << "; " << ahead_.size() << " throttle counters not zero";
+  if (!group_head_.empty()) os << "; " << group_head_.size() << " groups' entry lists not empty";
   throw InvariantError(os.str());
 }
 

@@ -83,7 +83,6 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "cais/net/feature_util.h"
@@ -230,6 +229,7 @@ class CaisMergeUnit : public SwitchFeature {
     std::vector<double> values;
     std::vector<std::uint32_t> members;  // GPUs that joined (throttle accounting)
     std::vector<Contributor> contributors;  // GPU-issued reductions to ack (red_acks)
+    std::int32_t group_prev = -1, group_next = -1;  // the group's entries that GPUs joined
   };
   struct Table {
     std::int32_t head = -1, tail = -1;  // head = least recently used
@@ -304,7 +304,17 @@ class CaisMergeUnit : public SwitchFeature {
   // Whether a GPU that `gpu` waits for in `group` (missing from a live entry it joined) is
   // free to catch up (see the header comment).
   bool waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t group, std::uint32_t gpu) const;
-  std::unordered_set<PairKey, PairKeyHash> asked_;  // (group, gpu) that have joined an entry
+  // Throttle bookkeeping, so that a hold's end looks at the group's entries and the peers' holds
+  // only (not every slot and pair): the entries GPUs joined, per group (a list through
+  // Entry::group_prev/next); the GPUs that have joined an entry of a group; each GPU's
+  // throttled pairs (pointers into ahead_, whose nodes do not move).
+  std::unordered_map<std::uint32_t, std::int32_t> group_head_;
+  std::unordered_map<std::uint32_t, RequesterSet> asked_;
+  std::vector<std::vector<const Ahead*>> throttled_of_gpu_;
+  void group_link(std::int32_t idx);
+  void group_unlink(std::int32_t idx);
+  void set_throttled(Ahead& a, std::uint32_t gpu, bool on);
+  bool held_anywhere(TimePs now, std::uint32_t gpu) const;
   std::uint64_t holds_renewed_ = 0, holds_lapsed_ = 0;
   std::uint64_t throttles_sent_ = 0, unthrottles_sent_ = 0;
   std::uint64_t red_acks_sent_ = 0, red_ack_lines_ = 0;
