@@ -62,7 +62,8 @@ class CaisMergeParams:
     theta_lo: 8 entries."""
     throttle_hold_ns: float = 2000.0
     """How long a THROTTLE asks the GPU to hold that group's mergeable requests at most (its
-    ``aux``); lifted earlier (THROTTLE aux = 0) when the GPU's peers catch up; > 0."""
+    ``aux``); lifted earlier (THROTTLE aux = 0) when the GPU's peers catch up, renewed as it runs
+    out while a peer it waits for is free to catch up (docs/CONTRACTS.md, "Throttling"); > 0."""
     outstanding_cap: bool = False
     """The last part of request throttling (spec 3.5 step 3.4, paper V-C2): each GPU caps its
     outstanding mergeable lines (``ld.cais`` until its response, ``red.cais`` until the switch's
