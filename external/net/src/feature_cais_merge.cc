@@ -595,13 +595,15 @@ void CaisMergeUnit::join(SwitchContext& ctx, Entry& e, std::uint32_t gpu) {
   }
 }
 
+// A group's head stays in the map when its list empties (-1), so that entries coming and going
+// allocate no map nodes.
 void CaisMergeUnit::group_link(std::int32_t idx) {
   Entry& e = entries_[idx];
-  auto [it, fresh] = group_head_.try_emplace(e.group, idx);
+  std::int32_t& head = group_head_.try_emplace(e.group, -1).first->second;
   e.group_prev = -1;
-  e.group_next = fresh ? -1 : it->second;
-  if (!fresh) entries_[it->second].group_prev = idx;
-  it->second = idx;
+  e.group_next = head;
+  if (head >= 0) entries_[head].group_prev = idx;
+  head = idx;
 }
 
 void CaisMergeUnit::group_unlink(std::int32_t idx) {
@@ -609,10 +611,8 @@ void CaisMergeUnit::group_unlink(std::int32_t idx) {
   if (e.group_next >= 0) entries_[e.group_next].group_prev = e.group_prev;
   if (e.group_prev >= 0) {
     entries_[e.group_prev].group_next = e.group_next;
-  } else if (e.group_next >= 0) {
-    group_head_[e.group] = e.group_next;
   } else {
-    group_head_.erase(e.group);
+    group_head_.at(e.group) = e.group_next;
   }
   e.group_prev = e.group_next = -1;
 }
@@ -758,7 +758,9 @@ void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix
 }
 
 void CaisMergeUnit::check_drained() const {
-  if (live_ == 0 && ahead_.empty() && group_head_.empty()) return;
+  const auto listed = std::count_if(group_head_.begin(), group_head_.end(),
+                                    [](const auto& g) { return g.second >= 0; });
+  if (live_ == 0 && ahead_.empty() && listed == 0) return;
   std::ostringstream os;
   os << "cais_merge at node " << node_ << ": " << live_ << " merge entries left behind";
   for (const auto& e : entries_) {
@@ -768,7 +770,7 @@ void CaisMergeUnit::check_drained() const {
     break;
   }
   if (!ahead_.empty()) os << "; " << ahead_.size() << " throttle counters not zero";
-  if (!group_head_.empty()) os << "; " << group_head_.size() << " groups' entry lists not empty";
+  if (listed) os << "; " << listed << " groups' entry lists not empty";
   throw InvariantError(os.str());
 }
 

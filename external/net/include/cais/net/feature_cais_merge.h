@@ -306,7 +306,7 @@ class CaisMergeUnit : public SwitchFeature {
   bool waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t group, std::uint32_t gpu) const;
   // Throttle bookkeeping, so that a hold's end looks at the group's entries and the peers' holds
   // only (not every slot and pair): the entries GPUs joined, per group (a list through
-  // Entry::group_prev/next); the GPUs that have joined an entry of a group; each GPU's
+  // Entry::group_prev/next, head -1 when empty); the GPUs that have joined an entry of a group; each GPU's
   // throttled pairs (pointers into ahead_, whose nodes do not move).
   std::unordered_map<std::uint32_t, std::int32_t> group_head_;
   std::unordered_map<std::uint32_t, RequesterSet> asked_;
