@@ -672,13 +672,13 @@ bool CaisMergeUnit::waits_for_a_free_peer(SwitchContext& ctx, std::uint32_t grou
     const auto it = ahead_.find(PairKey{group, p});
     return it == ahead_.end() || !it->second.throttled || now >= it->second.until;
   };
+  // An entry's requesters are its members (join() follows each new requester).
   for (std::int32_t idx = head->second; idx >= 0; idx = entries_[idx].group_next) {
     const Entry& e = entries_[idx];
-    if (std::find(e.members.begin(), e.members.end(), gpu) == e.members.end()) continue;
+    if (!e.requesters.contains(gpu)) continue;
     for (std::uint32_t p = 0; p < n; ++p) {
       if (p == gpu || (e.expected < n && p == e.home)) continue;  // the owner does not ask for its own line
-      if (std::find(e.members.begin(), e.members.end(), p) != e.members.end()) continue;
-      if (is_free(p)) return true;
+      if (!e.requesters.contains(p) && is_free(p)) return true;
     }
   }
   return false;
