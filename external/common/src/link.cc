@@ -84,6 +84,7 @@ void OutputChannel::return_credits(std::uint32_t vc, std::uint32_t flits) {
   if (vc >= credits_.size())  // a credit packet from another process names the VC
     throw ProtocolError("credit for VC " + std::to_string(vc) + " of a channel with " + std::to_string(credits_.size()) + " VCs");
   credits_[vc] += flits;
+  ++credit_epoch_;
   if (credits_[vc] > depth_) throw InvariantError("credit counter above buffer depth");
 }
 
@@ -112,6 +113,7 @@ void OutputChannel::defer_return(TimePs at, std::uint64_t key, std::uint32_t vc,
     throw InvariantError("credit for VC " + std::to_string(vc) + " of a channel with " + std::to_string(credits_.size()) + " VCs");
   if (at <= sim_->now()) throw InvariantError("deferred credit return due at once (no credit or link delay)");
   deferred_.push(DeferredCredit{at, key, vc, flits, false});
+  ++credit_epoch_;
   if (wants_wake_) arm_next();
 }
 

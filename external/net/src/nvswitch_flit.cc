@@ -95,6 +95,11 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
   }
   if (e.out_vc < 0) {  // the tick's VC allocation
     flit_vcreq_[in] |= bit;
+    FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
+    f.out = e.out_port;
+    f.flits = e.flits;
+    f.range = vca_.range_of(sim_.packets()[e.h].type);
+    f.vc_valid_until = 0;
     flit_tick_at(sim_.now());
     return;
   }
@@ -107,31 +112,46 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
 // time to retry when none is usable yet, kNever when it waits for a release or credits.
 TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& requested) {
   const TimePs t = sim_.now();
-  const InputEntry& e = in_[in].head(vc);
+  // A router ticks every cycle while flits cross, and a head contending for a busy output would
+  // re-read its VCs at each one; what it found holds until a VC is usable or credits move.
+  FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
+  const OutputChannel& ch = out_[f.out].channel();
+  if (t < f.vc_valid_until && f.vc_epoch == ch.credit_epoch()) return f.vc_soon;
   const std::uint32_t vcs = params_.vcs.vcs;
-  const VcRange r = vca_.range_of(sim_.packets()[e.h].type);
-  const std::uint32_t* credits = out_[e.out_port].channel().credit_counters();
-  const std::uint8_t* held = vca_.held_row(e.out_port);
-  const TimePs* released = &vc_free_ps_[static_cast<std::size_t>(e.out_port) * vcs];
+  const VcRange r = f.range;
+  const std::uint32_t* credits = ch.credit_counters();
+  const std::uint8_t* held = vca_.held_row(f.out);
+  const TimePs* released = &vc_free_ps_[static_cast<std::size_t>(f.out) * vcs];
   const TimePs alloc_ps = params_.vc_alloc_ps + params_.sw_alloc_ps;
-  const std::uint32_t flits = e.flits;
+  const std::uint32_t flits = f.flits;
   std::uint64_t free_vcs = 0;
   TimePs soon = kNever;
+  bool short_of_credits = false;
   for (std::uint32_t v = r.first; v < r.first + r.count; ++v) {
-    if (held[v] || credits[v] < flits) continue;
+    if (held[v]) continue;
+    if (credits[v] < flits) {
+      short_of_credits = true;
+      continue;
+    }
     const TimePs usable = released[v] + alloc_ps;
     if (usable <= t) free_vcs |= 1ull << v;
     else soon = std::min(soon, usable);
   }
   if (free_vcs) {
-    vc_alloc_.request(in * (vcs + 1) + vc, e.out_port, free_vcs);
+    vc_alloc_.request(in * (vcs + 1) + vc, f.out, free_vcs);
     requested = true;
     return t + cycle_ps_;  // a loser retries next cycle
   }
   if (soon == kNever) {
     flit_vcreq_[in] &= ~(1ull << vc);
-    wait_for_vc(e.out_port, in, vc);  // wake_vc_waiters calls head_changed again
+    wait_for_vc(f.out, in, vc);  // wake_vc_waiters calls head_changed again
+    return soon;
   }
+  // A VC becomes usable only alloc_ps after a release, and a release from now on comes no
+  // earlier than those counted in `soon`; credits come with a new epoch or a filed return.
+  f.vc_soon = soon;
+  f.vc_valid_until = short_of_credits ? std::min(soon, ch.next_deferred_at()) : soon;
+  f.vc_epoch = ch.credit_epoch();
   return soon;
 }
 

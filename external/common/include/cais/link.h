@@ -92,6 +92,10 @@ class OutputChannel {
     settle();
     return credits_.data();
   }
+  // Changes whenever a credit return is filed or taken: a reader that found too few credits
+  // need not read again before it changes or next_deferred_at() (a filed return lands) comes.
+  std::uint64_t credit_epoch() const { return credit_epoch_; }
+  TimePs next_deferred_at() const { return deferred_.empty() ? kNever : deferred_.front().at; }
   TimePs free_at() const { return busy_until_; }
   bool idle_at(TimePs t) const { return busy_until_ <= t; }
   // Serialise `h` on `vc` starting at max(now, free_at()); consumes credits, sets hop fields
@@ -147,6 +151,7 @@ class OutputChannel {
   std::uint32_t depth_ = 0;
   std::uint32_t flit_bytes_ = 16;
   TimePs busy_until_ = 0;
+  std::uint64_t credit_epoch_ = 0;
   ChannelStats stats_;
 };
 
