@@ -34,6 +34,7 @@ void NvSwitch::init_flit_level() {
   flit_is_active_.assign(inputs, 0);
   flit_vcreq_.assign(inputs, 0);
   flit_head_.assign(static_cast<std::size_t>(inputs) * (params_.vcs.vcs + 1), FlitHead{});
+  flit_vc_request_.assign(flit_head_.size(), FlitVcRequest{});
   flit_active_.clear();
   flit_active_.reserve(inputs);
   vc_alloc_.init(inputs * (params_.vcs.vcs + 1), ports, params_.vcs.vcs);
@@ -95,11 +96,11 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
   }
   if (e.out_vc < 0) {  // the tick's VC allocation
     flit_vcreq_[in] |= bit;
-    FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
+    FlitVcRequest& f = flit_vc_request_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
     f.out = e.out_port;
     f.flits = e.flits;
     f.range = vca_.range_of(sim_.packets()[e.h].type);
-    f.vc_valid_until = 0;
+    f.valid_until = 0;
     flit_tick_at(sim_.now());
     return;
   }
@@ -114,9 +115,9 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   const TimePs t = sim_.now();
   // A router ticks every cycle while flits cross, and a head contending for a busy output would
   // re-read its VCs at each one; what it found holds until a VC is usable or credits move.
-  FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
+  FlitVcRequest& f = flit_vc_request_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
   const OutputChannel& ch = out_[f.out].channel();
-  if (t < f.vc_valid_until && f.vc_epoch == ch.credit_epoch()) return f.vc_soon;
+  if (t < f.valid_until && f.epoch == ch.credit_epoch()) return f.soon;
   const std::uint32_t vcs = params_.vcs.vcs;
   const VcRange r = f.range;
   const std::uint32_t* credits = ch.credit_counters();
@@ -149,9 +150,9 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   }
   // A VC becomes usable only alloc_ps after a release, and a release from now on comes no
   // earlier than those counted in `soon`; credits come with a new epoch or a filed return.
-  f.vc_soon = soon;
-  f.vc_valid_until = short_of_credits ? std::min(soon, ch.next_deferred_at()) : soon;
-  f.vc_epoch = ch.credit_epoch();
+  f.soon = soon;
+  f.valid_until = short_of_credits ? std::min(soon, ch.next_deferred_at()) : soon;
+  f.epoch = ch.credit_epoch();
   return soon;
 }
 

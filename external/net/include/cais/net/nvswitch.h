@@ -153,18 +153,23 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::uint64_t> flit_vcreq_;    // [in] VCs whose head asks the VC allocator
   // [in * (vcs+1) + vc] of a head with a bit in flit_ready_: when its next flit may cross and its
   // output, kept beside each other so that a tick's requests do not touch the heads themselves.
-  // A head with a bit in flit_vcreq_ keeps its output and what it asks for here, and, when it
-  // found no usable VC, what it found (flit_request_vc).
   struct FlitHead {
     TimePs next_ps = 0;
     std::uint32_t out = 0;
-    std::uint32_t flits = 0;        // the packet's, for the output VC's credits
-    VcRange range{};                // the VCs of its class
-    TimePs vc_valid_until = 0;      // the finding holds before then ...
-    std::uint64_t vc_epoch = 0;     // ... while the output's credit epoch is this
-    TimePs vc_soon = 0;             // when a released VC becomes usable
   };
   std::vector<FlitHead> flit_head_;
+  // [in * (vcs+1) + vc] of a head with a bit in flit_vcreq_: what it asks for, and, when it
+  // found no usable VC, what it found (flit_request_vc); apart from flit_head_, whose rows the
+  // switch allocation reads every cycle.
+  struct FlitVcRequest {
+    std::uint32_t out = 0;
+    std::uint32_t flits = 0;        // the packet's, for the output VC's credits
+    VcRange range{};                // the VCs of its class
+    TimePs valid_until = 0;         // the finding holds before then ...
+    std::uint64_t epoch = 0;        // ... while the output's credit epoch is this
+    TimePs soon = 0;                // when a released VC becomes usable
+  };
+  std::vector<FlitVcRequest> flit_vc_request_;
   void flit_set_ready(std::uint32_t in, std::uint32_t vc, const InputEntry& e);
   SeparableVcAllocator vc_alloc_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> vc_grants_;
