@@ -33,6 +33,9 @@ void NvSwitch::init_flit_level() {
   flit_waiting_.assign(inputs, 0);
   flit_is_active_.assign(inputs, 0);
   flit_vcreq_.assign(inputs, 0);
+  flit_elig_.assign(inputs, 0);
+  flit_elig_outs_.assign(inputs, 0);
+  flit_elig_by_out_.assign(static_cast<std::size_t>(inputs) * ports, 0);
   flit_head_.assign(static_cast<std::size_t>(inputs) * (params_.vcs.vcs + 1), FlitHead{});
   flit_vc_request_.assign(flit_head_.size(), FlitVcRequest{});
   flit_active_.clear();
@@ -73,7 +76,24 @@ static TimePs next_flit_ps(const InputEntry& e) {
   return std::max(e.known_ps, e.ready_ps + e.flits_sent * e.flit_step_ps);
 }
 
+void NvSwitch::flit_elig_add(std::uint32_t in, std::uint32_t vc, std::uint32_t out) {
+  flit_elig_[in] |= 1ull << vc;
+  flit_elig_by_out_[static_cast<std::size_t>(in) * num_ports() + out] |= 1ull << vc;
+  flit_elig_outs_[in] |= 1ull << out;
+}
+
+void NvSwitch::flit_elig_drop(std::uint32_t in, std::uint32_t vc) {
+  const std::uint64_t bit = 1ull << vc;
+  if (!(flit_elig_[in] & bit)) return;
+  flit_elig_[in] &= ~bit;
+  const std::uint32_t out = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc].out;
+  std::uint64_t& m = flit_elig_by_out_[static_cast<std::size_t>(in) * num_ports() + out];
+  m &= ~bit;
+  if (m == 0) flit_elig_outs_[in] &= ~(1ull << out);
+}
+
 void NvSwitch::flit_set_ready(std::uint32_t in, std::uint32_t vc, const InputEntry& e) {
+  flit_elig_drop(in, vc);  // the tick makes it eligible once its next flit may cross
   flit_ready_[in] |= 1ull << vc;
   FlitHead& f = flit_head_[static_cast<std::size_t>(in) * (params_.vcs.vcs + 1) + vc];
   f.next_ps = next_flit_ps(e);
@@ -84,6 +104,7 @@ void NvSwitch::flit_head_changed(std::uint32_t in, std::uint32_t vc) {
   InputUnit& iu = in_[in];
   const std::uint64_t bit = 1ull << vc;
   flit_waiting_[in] &= ~bit;
+  flit_elig_drop(in, vc);
   flit_ready_[in] &= ~bit;
   flit_vcreq_[in] &= ~bit;
   if (iu.empty(vc)) return;
@@ -121,15 +142,15 @@ TimePs NvSwitch::flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& reque
   const std::uint32_t vcs = params_.vcs.vcs;
   const VcRange r = f.range;
   const std::uint32_t* credits = ch.credit_counters();
-  const std::uint8_t* held = vca_.held_row(f.out);
+  const std::uint64_t range_mask = (r.count >= 64 ? ~0ull : (1ull << r.count) - 1) << r.first;
   const TimePs* released = &vc_free_ps_[static_cast<std::size_t>(f.out) * vcs];
   const TimePs alloc_ps = params_.vc_alloc_ps + params_.sw_alloc_ps;
   const std::uint32_t flits = f.flits;
   std::uint64_t free_vcs = 0;
   TimePs soon = kNever;
   bool short_of_credits = false;
-  for (std::uint32_t v = r.first; v < r.first + r.count; ++v) {
-    if (held[v]) continue;
+  for (std::uint64_t m = range_mask & ~vca_.held_mask(f.out); m; m &= m - 1) {
+    const auto v = static_cast<std::uint32_t>(__builtin_ctzll(m));
     if (credits[v] < flits) {
       short_of_credits = true;
       continue;
@@ -190,23 +211,26 @@ void NvSwitch::flit_tick() {
   // Switch allocation.
   bool requested = false;
   std::size_t kept = 0;
+  const std::uint32_t ports = num_ports();
   for (std::size_t i = 0; i < flit_active_.size(); ++i) {
     const std::uint32_t in = flit_active_[i];
     const FlitHead* heads = &flit_head_[static_cast<std::size_t>(in) * (vcs + 1)];
-    for (std::uint64_t m = flit_ready_[in]; m; m &= m - 1) {
+    for (std::uint64_t m = flit_ready_[in] & ~flit_elig_[in]; m; m &= m - 1) {
       const auto vc = static_cast<std::uint32_t>(__builtin_ctzll(m));
       const FlitHead& e = heads[vc];
-      if (e.next_ps > t) {
-        next = std::min(next, e.next_ps);
-        continue;
-      }
+      if (e.next_ps > t) next = std::min(next, e.next_ps);
+      else flit_elig_add(in, vc, e.out);  // eligible until it is granted a flit
+    }
+    const std::uint64_t* by_out = &flit_elig_by_out_[static_cast<std::size_t>(in) * ports];
+    for (std::uint64_t m = flit_elig_outs_[in]; m; m &= m - 1) {
+      const auto out = static_cast<std::uint32_t>(__builtin_ctzll(m));
       // An output takes a flit in the cycle its serialiser frees in: one slower than the router
       // cycle then sends back to back at its own rate, not one flit per whole number of cycles.
-      if (out_slot_[e.out] >= t + cycle_ps_) {
-        next = std::min(next, out_slot_[e.out] - cycle_ps_ + 1);
+      if (out_slot_[out] >= t + cycle_ps_) {
+        next = std::min(next, out_slot_[out] - cycle_ps_ + 1);
         continue;
       }
-      fla_.request(in, vc, e.out);
+      fla_.request_vcs(in, by_out[out], out);
       requested = true;
     }
     if (flit_ready_[in] | flit_waiting_[in] | flit_vcreq_[in]) flit_active_[kept++] = in;
@@ -229,11 +253,15 @@ void NvSwitch::flit_advance(const FlitGrant& g) {
   const TimePs serialised = std::max(out_slot_[g.out], t) + out_flit_ps_[g.out];
   out_slot_[g.out] = serialised;
   if (++head.flits_sent < head.flits) {
-    flit_head_[static_cast<std::size_t>(g.in) * (params_.vcs.vcs + 1) + g.vc].next_ps = next_flit_ps(head);
+    const TimePs next_ps = next_flit_ps(head);
+    // Every later tick is a cycle on: a next flit due by then keeps the head eligible.
+    if (next_ps > t + cycle_ps_) flit_elig_drop(g.in, g.vc);
+    flit_head_[static_cast<std::size_t>(g.in) * (params_.vcs.vcs + 1) + g.vc].next_ps = next_ps;
     return;
   }
   // The tail crossed: the packet leaves the input buffer (credits upstream) and the output.
   const InputEntry e = in_[g.in].pop(sim_, *this, g.vc, t);
+  flit_elig_drop(g.in, g.vc);
   flit_ready_[g.in] &= ~(1ull << g.vc);
   const TimePs tail = serialised + params_.xbar_ps;
   const std::uint32_t lines = sim_.packets()[e.h].lines;

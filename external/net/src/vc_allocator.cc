@@ -55,6 +55,7 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   for (std::size_t t = 0; t < kPacketTypes; ++t)
     range_by_type_[t] = vc_range(vc_class_of(static_cast<PacketType>(t), tc_), vcs_, tc_);
   held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
+  held_mask_.assign(num_ports, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
   waiters_.assign(num_ports, {});
   waiting_.assign(static_cast<std::size_t>(num_ports) * num_inputs_ * (vcs + 1), 0);
@@ -70,6 +71,7 @@ std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& 
     const std::uint32_t vc = r.first + off;
     if (held_[out_port * vcs_ + vc] || !ch.has_credits(vc, flits)) continue;
     held_[out_port * vcs_ + vc] = 1;
+    held_mask_[out_port] |= 1ull << vc;
     rr = (off + 1) % r.count;
     return static_cast<std::int32_t>(vc);
   }

@@ -27,6 +27,8 @@ class FlitAllocator {
   void init(std::uint32_t inputs, std::uint32_t outputs, std::uint32_t vcs_per_input);
   // (in, vc) has a flit for `out` this cycle (inline: called once per waiting flit per cycle).
   void request(std::uint32_t in, std::uint32_t vc, std::uint32_t out);
+  // The same for every VC set in `vcs` (one request per set bit, in one call).
+  void request_vcs(std::uint32_t in, std::uint64_t vcs, std::uint32_t out);
   // Matches this cycle's requests (appended to `grants`, at most one per input and per output)
   // and clears them.
   void allocate(std::vector<FlitGrant>& grants);
@@ -66,6 +68,17 @@ class SeparableVcAllocator {
   std::vector<std::int64_t> pick_;      // [output VC] input queue it grants this cycle, -1: none
   std::vector<std::uint32_t> picked_;   // output VCs with a pick this cycle
 };
+
+inline void FlitAllocator::request_vcs(std::uint32_t in, std::uint64_t vcs, std::uint32_t out) {
+  std::uint64_t& m = in_out_mask_[in];
+  if (m == 0) active_in_.push_back(in);
+  m |= 1ull << out;
+  // The VC nearest at or after the pointer, wrapping around: what request() keeps of them.
+  const std::uint32_t ptr = vc_ptr_[in];
+  const std::uint64_t upper = vcs & (~0ull << ptr);
+  best_vc_[static_cast<std::size_t>(in) * outputs_ + out] =
+      static_cast<std::uint8_t>(__builtin_ctzll(upper ? upper : vcs));
+}
 
 inline void FlitAllocator::request(std::uint32_t in, std::uint32_t vc, std::uint32_t out) {
   std::uint64_t& m = in_out_mask_[in];

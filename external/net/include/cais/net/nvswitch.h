@@ -151,6 +151,14 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<std::uint64_t> flit_ready_;    // [in] VCs whose head holds an output VC
   std::vector<std::uint64_t> flit_waiting_;  // [in] VCs whose head waits for its pipeline delay
   std::vector<std::uint64_t> flit_vcreq_;    // [in] VCs whose head asks the VC allocator
+  // Ready heads whose next flit may cross (next_ps passed), by output: under contention a head
+  // loses the switch for many cycles, and its input then asks for each output once a cycle
+  // (the allocator keeps one VC per input and output) instead of once for each of its VCs.
+  std::vector<std::uint64_t> flit_elig_;          // [in] VCs
+  std::vector<std::uint64_t> flit_elig_outs_;     // [in] outputs with a bit in flit_elig_by_out_
+  std::vector<std::uint64_t> flit_elig_by_out_;   // [in * ports + out] VCs
+  void flit_elig_add(std::uint32_t in, std::uint32_t vc, std::uint32_t out);
+  void flit_elig_drop(std::uint32_t in, std::uint32_t vc);
   // [in * (vcs+1) + vc] of a head with a bit in flit_ready_: when its next flit may cross and its
   // output, kept beside each other so that a tick's requests do not touch the heads themselves.
   struct FlitHead {
