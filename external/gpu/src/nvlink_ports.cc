@@ -30,11 +30,6 @@ bool NvlinkPorts::init() {
   vcs_of_[kPost] = split.reduction;
   vcs_of_[kResp] = split.response;
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), vcs, flit_bytes_, out_, in_);
-  for (std::uint32_t port = 0; port < out_.size(); ++port) {
-    if (!out_[port].connected()) continue;
-    out_[port].enable_direct_credits(sim, ctx_.self, kCreditWake, port);
-    in_[port].allow_direct_credits();  // used where the switch takes them
-  }
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);
   post_first_.assign(out_.size(), 1);
@@ -65,7 +60,6 @@ void NvlinkPorts::pump(std::uint32_t port) {
   // Responses first; requests and posted writes take turns, so that neither class's stream
   // (a store's lines, a load's requests) starves the other.
   const bool post_first = post_first_[port];
-  bool short_of_credits = false;
   for (std::uint32_t cls : {kResp, post_first ? kPost : kReq, post_first ? kReq : kPost}) {
     auto& q = queues_[port][cls];
     if (q.empty()) continue;
@@ -78,10 +72,7 @@ void NvlinkPorts::pump(std::uint32_t port) {
         vc = r.first + (next + i) % r.count;
         next = (next + i + 1) % r.count;
       }
-    if (vc == ~0u) {  // a credit return pumps again
-      short_of_credits = true;
-      continue;
-    }
+    if (vc == ~0u) continue;  // a credit return pumps again
     const PacketHandle h = q.front();
     q.pop_front();
     const Packet& p = sim.packets()[h];
@@ -101,7 +92,6 @@ void NvlinkPorts::pump(std::uint32_t port) {
       ctx_.remote->packet_done(static_cast<std::uint32_t>(tag & 0xffffffffu));
     return;
   }
-  if (short_of_credits) want_credit_wake(port);
 }
 
 void NvlinkPorts::on_credit(PacketHandle h) {
@@ -112,17 +102,6 @@ void NvlinkPorts::on_credit(PacketHandle h) {
   sim.packets().release(h);
   pump(port);
   ctx_.remote->resume_posted(port);  // SMs whose stores wait for this port's credits
-}
-
-OutputChannel* NvlinkPorts::direct_credit_channel(std::uint32_t port) {
-  if (port >= out_.size() || !out_[port].connected()) return nullptr;
-  return &out_[port];
-}
-
-void NvlinkPorts::on_credit_wake(std::uint32_t port) {
-  out_[port].no_wake();  // until the ports or a posted store wait again
-  pump(port);
-  ctx_.remote->resume_posted(port);
 }
 
 void NvlinkPorts::receive(PacketHandle h) {

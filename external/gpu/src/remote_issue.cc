@@ -83,7 +83,6 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
     waiting = 1;
     post_waiters_[port].push_back(qi);
   }
-  ports.want_credit_wake(port);
   return Blocked::kPostRoom;  // resumed by a credit on that port (resume_posted)
 }
 
@@ -121,7 +120,6 @@ void RemotePacketizer::resume_posted(std::uint32_t port) {
     post_waiting_[static_cast<std::size_t>(qi) * post_waiters_.size() + port] = 0;
     pump(qi);
   }
-  if (!w.empty()) ctx_.ports->want_credit_wake(port);
 }
 
 std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {

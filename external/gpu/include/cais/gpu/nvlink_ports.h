@@ -46,13 +46,6 @@ class NvlinkPorts {
   std::uint64_t post_reserved(std::uint32_t port) const { return post_reserved_[port]; }
   void pump(std::uint32_t port);  // also kPortFree
   void on_credit(PacketHandle h);
-  // Direct credits (cais/deferred_credits.h): the switch at the other end, hosted in this
-  // process, files its input's credit returns on the port's channel instead of sending credit
-  // packets. The ports and the SMs' posted stores react to a credit only while they wait for
-  // one, so they ask for a wake then (want_credit_wake) and react to it as to a credit packet.
-  OutputChannel* direct_credit_channel(std::uint32_t port);
-  void want_credit_wake(std::uint32_t port) { out_[port].want_wake(0); }
-  void on_credit_wake(std::uint32_t port);
   // An arriving packet enters the port's input buffer and leaves it at once (credits return).
   void receive(PacketHandle h);
   void check_drained() const;
