@@ -54,8 +54,8 @@ void VcAllocator::init(std::uint32_t num_ports, std::uint32_t vcs, bool traffic_
   vc_split(vcs, traffic_control);  // validates the VC count
   for (std::size_t t = 0; t < kPacketTypes; ++t)
     range_by_type_[t] = vc_range(vc_class_of(static_cast<PacketType>(t), tc_), vcs_, tc_);
-  held_.assign(static_cast<std::size_t>(num_ports) * vcs, 0);
-  held_mask_.assign(num_ports, 0);
+  if (vcs > 64) throw ConfigError("net.vcs_per_port", "at most 64 VCs per port");
+  held_.assign(num_ports, 0);
   rr_.assign(static_cast<std::size_t>(num_ports) * 5, 0);
   waiters_.assign(num_ports, {});
   waiting_.assign(static_cast<std::size_t>(num_ports) * num_inputs_ * (vcs + 1), 0);
@@ -69,9 +69,8 @@ std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& 
   for (std::uint32_t i = 0; i < r.count; ++i) {
     const std::uint32_t off = (rr + i) % r.count;
     const std::uint32_t vc = r.first + off;
-    if (held_[out_port * vcs_ + vc] || !ch.has_credits(vc, flits)) continue;
-    held_[out_port * vcs_ + vc] = 1;
-    held_mask_[out_port] |= 1ull << vc;
+    if (held(out_port, vc) || !ch.has_credits(vc, flits)) continue;
+    take(out_port, vc);
     rr = (off + 1) % r.count;
     return static_cast<std::int32_t>(vc);
   }
@@ -80,7 +79,7 @@ std::int32_t VcAllocator::allocate(std::uint32_t out_port, const OutputChannel& 
 
 std::uint32_t VcAllocator::held_count() const {
   std::uint32_t n = 0;
-  for (auto h : held_) n += h;
+  for (std::uint64_t h : held_) n += static_cast<std::uint32_t>(__builtin_popcountll(h));
   return n;
 }
 

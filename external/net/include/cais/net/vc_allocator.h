@@ -41,20 +41,13 @@ class VcAllocator {
   // Try to grant a downstream VC at `out_port` for a packet of `type` and `flits`. Returns the
   // VC or -1 (then the caller waits for a credit or a release at that output).
   std::int32_t allocate(std::uint32_t out_port, const OutputChannel& ch, PacketType type, std::uint32_t flits);
-  void release(std::uint32_t out_port, std::uint32_t vc) {
-    held_[out_port * vcs_ + vc] = 0;
-    held_mask_[out_port] &= ~(1ull << vc);
-  }
+  void release(std::uint32_t out_port, std::uint32_t vc) { held_[out_port] &= ~(1ull << vc); }
   // Hold a VC another allocator chose (the flit-level router's separable VC allocation).
-  void take(std::uint32_t out_port, std::uint32_t vc) {
-    held_[out_port * vcs_ + vc] = 1;
-    held_mask_[out_port] |= 1ull << vc;
-  }
-  // Bit v: VC v of the port is held (at most 63 VCs per port).
-  std::uint64_t held_mask(std::uint32_t out_port) const { return held_mask_[out_port]; }
+  void take(std::uint32_t out_port, std::uint32_t vc) { held_[out_port] |= 1ull << vc; }
+  // Bit v: VC v of the port is held (at most 64 VCs per port).
+  std::uint64_t held_mask(std::uint32_t out_port) const { return held_[out_port]; }
   VcRange range_of(PacketType type) const { return range_by_type_[static_cast<std::size_t>(type) % kPacketTypes]; }
-  bool held(std::uint32_t out_port, std::uint32_t vc) const { return held_[out_port * vcs_ + vc] != 0; }
-  const std::uint8_t* held_row(std::uint32_t out_port) const { return &held_[static_cast<std::size_t>(out_port) * vcs_]; }
+  bool held(std::uint32_t out_port, std::uint32_t vc) const { return (held_[out_port] >> vc) & 1u; }
   std::uint32_t held_count() const;
 
   // Input VCs waiting for a VC (or credits) at an output: (input port, input vc).
@@ -67,8 +60,7 @@ class VcAllocator {
   std::uint32_t vcs_ = 0;
   bool tc_ = false;
   std::array<VcRange, kPacketTypes> range_by_type_{};  // vc_range of each type's class, per packet
-  std::vector<std::uint8_t> held_;          // [port * vcs + vc]
-  std::vector<std::uint64_t> held_mask_;    // [port] the same as bits
+  std::vector<std::uint64_t> held_;         // [port] bit v: VC v held
   std::vector<std::uint32_t> rr_;           // [port * 5 + class] next VC offset to try
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> waiters_;
   std::vector<std::uint8_t> waiting_;       // [(port * num_inputs + in) * (vcs+1) + vc] dedupe
