@@ -28,7 +28,7 @@ from harness.engines import engine_dir
 
 # How a run's engines are spread over processes and talk: results are partition invariant
 # (tests/test_cosim.py, test_schemes.py), so a run cached one way serves every other.
-PARTITION_KEYS = ("cosim.colocate", "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport",
+PARTITION_KEYS = ("cosim.colocate", "cosim.processes", "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport",
                   "cosim.tcp_host", "cosim.launcher", "cosim.shm_spin_us")
 # Keys that change where or how a run reports, or how its engines are spread, never what it computes.
 EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs", *PARTITION_KEYS)

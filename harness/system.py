@@ -21,7 +21,7 @@ def engine_params(cfg: DictConfig) -> dict[str, Any]:
 def cosim_options(cfg: DictConfig) -> dict[str, Any]:
     c = cfg.cosim
     return dict(gpus_per_process=c.gpus_per_process, switches_per_process=c.switches_per_process,
-                colocate=c.colocate, transport=c.transport, tcp_host=c.tcp_host, launcher=c.launcher,
+                colocate=c.colocate, processes=c.processes, transport=c.transport, tcp_host=c.tcp_host, launcher=c.launcher,
                 connect_timeout_s=c.connect_timeout_s, reply_timeout_s=c.reply_timeout_s,
                 max_sim_time_us=c.max_sim_time_us, fault=c.fault, watch=list(c.watch), shm_spin_us=c.shm_spin_us)
 

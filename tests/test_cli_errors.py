@@ -119,7 +119,7 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
 
 
 @pytest.mark.parametrize("override,expected", [
-    ("gpu.smem_configs_kb=[8,4]", "gpu.smem_configs_kb: rejected by engine gpu_engine0: gpu.smem_configs_kb: must be >= 0 and strictly rising"),
+    ("gpu.smem_configs_kb=[8,4]", "gpu.smem_configs_kb: rejected by engine engine0: gpu.smem_configs_kb: must be >= 0 and strictly rising"),
     ("gpu.smem_configs_kb=[0,100]", "gpu.smem_configs_kb: needs a largest configuration that holds gpu.smem_per_sm_kb"),
     ("gpu.l1_smem_per_sm_kb=200", "gpu.l1_smem_per_sm_kb: must hold the largest shared-memory configuration"),
 ])

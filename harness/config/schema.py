@@ -20,12 +20,16 @@ from harness.params import discover
 class CosimConfig:
     """Co-simulation: engine processes, transport, time limits, faults, the progress line."""
 
-    gpus_per_process: int = 8
-    """GPUs hosted by one engine process."""
-    switches_per_process: int = 1
-    """Switches hosted by one engine process. One each: under flit-level allocation the switches
-    cost more CPU than the GPUs, and a DGX's four in four processes share two cores with the GPU
-    engine better than in one (docs/PERFORMANCE.md, "Engines per process")."""
+    processes: int = 2
+    """Engine processes, each hosting an even share of the GPUs and of the switches: both cores
+    of a 2-core machine work in every window, and a GPU's links to the switches of its own
+    process exchange nothing (docs/PERFORMANCE.md, "Engines per process"). Results do not
+    depend on it (partition invariance)."""
+    gpus_per_process: Optional[int] = None
+    """Setting it or switches_per_process lays the engines out by kind instead (cosim.processes
+    then does not apply): GPU engines of this many GPUs (unset: all of them)."""
+    switches_per_process: Optional[int] = None
+    """By-kind layout (see gpus_per_process): network engines of this many switches (unset: one)."""
     colocate: bool = False
     """Host every node in one process (the single-process reference for exactness tests)."""
     transport: str = "auto"

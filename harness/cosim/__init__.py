@@ -132,14 +132,11 @@ def launch(names: list[str], *, transport: str = DEFAULT_TRANSPORT, tcp_host: st
 
 def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes = b"",
              gpus_per_process: int | None = None, switches_per_process: int | None = None,
-             colocate: bool = False, transport: str = DEFAULT_TRANSPORT, tcp_host: str = "127.0.0.1",
+             colocate: bool = False, processes: int = 2, transport: str = DEFAULT_TRANSPORT, tcp_host: str = "127.0.0.1",
              launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0,
              max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None,
              shm_spin_us: int = DEFAULT_SPIN_US) -> SimResult:
-    n_gpus = sum(1 for n in topology.nodes if n.kind == pb.NODE_GPU)
-    n_sw = len(topology.nodes) - n_gpus
-    part: Partition = partition(topology, n_gpus if gpus_per_process is None else gpus_per_process,
-                                max(1, n_sw) if switches_per_process is None else switches_per_process, colocate)
+    part: Partition = partition(topology, gpus_per_process, switches_per_process, colocate, processes)
     faults = _parse_faults(fault, (e.name for e in part.engines))
     wall0 = time.perf_counter()
     with launch([e.name for e in part.engines], transport=transport, tcp_host=tcp_host, launcher=launcher,
