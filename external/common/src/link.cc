@@ -97,8 +97,10 @@ void OutputChannel::enable_direct_credits(Sim& sim, Component& owner, std::uint3
 
 void OutputChannel::settle_due() const {
   const TimePs now = sim_->now();
-  const std::uint64_t key = sim_->current_key();
-  // Due: at or before the event being handled (an armed return's own event included).
+  const std::uint64_t key = sim_->passed_key();
+  // Due: at or before where the simulation stands (an armed return's own event included). Not
+  // the event being handled: one scheduled for now runs after the queued events of now, the
+  // credit packet's arrival among them, whatever its key.
   while (!deferred_.empty() && !before(now, key, deferred_.front().at, deferred_.front().key)) {
     const DeferredCredit& c = deferred_.front();
     credits_[c.vc] += c.flits;
@@ -196,6 +198,7 @@ void InputBuffer::sink(Sim& sim, Component& self, PacketHandle h) {
 
 void InputBuffer::return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits) {
   if (OutputChannel* d = direct_allowed_ ? direct_.get(sim, reverse_, credit_delay_ps_) : nullptr) {
+    self.next_key();  // the credit packet's id: later keys and packet ids as with credit packets
     d->defer_return(sim.now() + credit_delay_ps_ + reverse_.latency_ps, self.next_key(), vc, flits);
     return;
   }

@@ -93,6 +93,7 @@ std::uint64_t Sim::run_until(TimePs until, std::uint64_t max_events) {
   std::uint64_t n = 0;
   while (n < max_events && !queue_.empty() && queue_.top().time < until) {
     const Event e = queue_.pop();
+    passed_key_ = e.time > now_ ? e.key : std::max(passed_key_, e.key);
     now_ = e.time;
     cur_key_ = e.key;
     e.target->handle(e);

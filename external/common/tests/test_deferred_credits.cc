@@ -49,6 +49,7 @@ struct Probe : NodeComponent {
       sim_.packets().release(static_cast<PacketHandle>(e.arg));
       return;
     }
+    if (e.kind == 5) return sim_.push(Event{e.time, e.arg, this, 6, 0, 0});  // for now, key e.arg; reads nothing
     seen.push_back({e.time, e.kind, ch->credits(0)});
   }
   bool done() const override { return true; }
@@ -98,6 +99,22 @@ TEST(DirectCredits, LandAtTheTimeAndOrderOfTheirPacketAndWakeOnlyWhenAsked) {
   EXPECT_EQ(n.b->seen[1].credits, 0u);  // (5000, k - 1): before the credit
   EXPECT_EQ(n.b->seen[2].credits, 4u);  // (5000, k + 1): after it
   EXPECT_TRUE(n.a->seen.empty());       // nobody asked: no event for the credit
+  EXPECT_TRUE(n.ch.all_credits_home());
+}
+
+// An event scheduled for now runs after every queued event of now, whatever its key: the credit
+// packet's arrival, queued since the return was filed, has run by then, so its credits are in.
+TEST(DirectCredits, AnEventScheduledForNowWithASmallerKeySeesTheCreditsOfTheQueuedOnesBeforeIt) {
+  TwoNodes n;
+  n.send_packet();
+  const std::uint64_t k = (std::uint64_t{1} << 8 << 40) | 10;
+  n.ch.defer_return(5000, k, 0, 4);
+  n.sim.push(Event{5000, k + 1, n.b.get(), 5, 0, k - 1});  // schedules (5000, k - 1) when it runs
+  n.sim.run_until(kNever);
+  ASSERT_EQ(n.b->seen.size(), 1u);
+  EXPECT_EQ(n.b->seen[0].kind, 6u);
+  EXPECT_EQ(n.b->seen[0].credits, 4u);  // the event's key is below the credit's: it is in all the same
+  EXPECT_EQ(n.sim.passed_key(), k + 1);
   EXPECT_TRUE(n.ch.all_credits_home());
 }
 

@@ -128,6 +128,7 @@ void HopperGpu::handle(const Event& e) {
     case kMemDone: return exec_.mem_op_done(static_cast<std::uint32_t>(e.arg));
     case kLocalDone: return exec_.local_overflow_done(static_cast<std::uint32_t>(e.arg));
     case kPortFree: return ports_.pump(e.arg32);
+    case kCreditWake: return ports_.on_credit_wake(e.arg32);
     case kLaunchReady: return sched_.on_launch_ready(static_cast<std::uint32_t>(e.arg));
     case kDispatch: return sched_.on_dispatch();
     case kThrottleExpiry: return remote_.hold_expired(e.arg);

@@ -30,6 +30,11 @@ bool NvlinkPorts::init() {
   vcs_of_[kPost] = split.reduction;
   vcs_of_[kResp] = split.response;
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), vcs, flit_bytes_, out_, in_);
+  for (std::uint32_t port = 0; port < out_.size(); ++port) {
+    if (!out_[port].connected()) continue;
+    out_[port].enable_direct_credits(sim, ctx_.self, kCreditWake, port);
+    in_[port].allow_direct_credits();  // used where the switch takes them
+  }
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);
   post_first_.assign(out_.size(), 1);
@@ -56,7 +61,7 @@ bool NvlinkPorts::post_room(std::uint32_t port, std::uint32_t flits) const {
 void NvlinkPorts::pump(std::uint32_t port) {
   Sim& sim = ctx_.sim;
   OutputChannel& ch = out_[port];
-  if (!ch.idle_at(sim.now())) return;  // a kPortFree event is pending
+  if (!ch.idle_at(sim.now())) return rearm(port);  // a kPortFree event is pending
   // Responses first; requests and posted writes take turns, so that neither class's stream
   // (a store's lines, a load's requests) starves the other.
   const bool post_first = post_first_[port];
@@ -90,8 +95,19 @@ void NvlinkPorts::pump(std::uint32_t port) {
     // Posted requests (red.cais) are complete once on the wire.
     if (type == proto::PKT_CAIS_RED && cls == kPost && (tag & kFlagTag) == 0)
       ctx_.remote->packet_done(static_cast<std::uint32_t>(tag & 0xffffffffu));
-    return;
+    return rearm(port);
   }
+  rearm(port);
+}
+
+void NvlinkPorts::rearm(std::uint32_t port) {
+  OutputChannel& ch = out_[port];
+  if (!ch.direct_credits()) return;
+  if (ctx_.remote->waits_for_post_room(port)) return ch.want_wake(0);
+  const auto& q = queues_[port];
+  if (q[kResp].empty() && q[kReq].empty() && q[kPost].empty()) return ch.no_wake();
+  // Busy: a return before the port frees finds it busy; one at that time may find it idle.
+  ch.want_wake(ch.idle_at(ctx_.sim.now()) ? 0 : ch.free_at());
 }
 
 void NvlinkPorts::on_credit(PacketHandle h) {
@@ -102,6 +118,17 @@ void NvlinkPorts::on_credit(PacketHandle h) {
   sim.packets().release(h);
   pump(port);
   ctx_.remote->resume_posted(port);  // SMs whose stores wait for this port's credits
+}
+
+OutputChannel* NvlinkPorts::direct_credit_channel(std::uint32_t port) {
+  if (port >= out_.size() || !out_[port].connected()) return nullptr;
+  return &out_[port];
+}
+
+void NvlinkPorts::on_credit_wake(std::uint32_t port) {
+  pump(port);
+  ctx_.remote->resume_posted(port);
+  rearm(port);
 }
 
 void NvlinkPorts::receive(PacketHandle h) {

@@ -83,6 +83,7 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
     waiting = 1;
     post_waiters_[port].push_back(qi);
   }
+  ports.rearm(port);
   return Blocked::kPostRoom;  // resumed by a credit on that port (resume_posted)
 }
 
@@ -120,6 +121,7 @@ void RemotePacketizer::resume_posted(std::uint32_t port) {
     post_waiting_[static_cast<std::size_t>(qi) * post_waiters_.size() + port] = 0;
     pump(qi);
   }
+  ctx_.ports->rearm(port);
 }
 
 std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {

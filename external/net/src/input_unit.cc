@@ -71,6 +71,7 @@ InputEntry InputUnit::pop(Sim& sim, Component& self, std::uint32_t vc, TimePs at
 
 void InputUnit::return_credits(Sim& sim, Component& self, std::uint32_t vc, std::uint32_t flits, TimePs at) {
   if (OutputChannel* d = direct_allowed_ ? direct_.get(sim, reverse_, credit_delay_ps_) : nullptr) {
+    self.next_key();  // the credit packet's id: later keys and packet ids as with credit packets
     d->defer_return(at + credit_delay_ps_ + reverse_.latency_ps, self.next_key(), vc, flits);
     return;
   }

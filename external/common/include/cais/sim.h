@@ -50,8 +50,12 @@ class Sim {
 
   // ---- time and events
   TimePs now() const { return now_; }
-  // Ordering key of the event being handled (with now(): where the simulation stands).
+  // Ordering key of the event being handled.
   std::uint64_t current_key() const { return cur_key_; }
+  // Where the simulation stands: every event at (now(), k) with k < passed_key() has run, or
+  // would have had it been queued. It can exceed current_key(): an event scheduled for now
+  // with a smaller key runs after the queued ones with larger keys that popped before it.
+  std::uint64_t passed_key() const { return passed_key_; }
   void push(const Event& e) {
 #ifndef NDEBUG
     check_not_past(e);
@@ -129,6 +133,7 @@ class Sim {
   StatsRegistry stats_;
   TimePs now_ = 0;
   std::uint64_t cur_key_ = 0;
+  std::uint64_t passed_key_ = 0;
   bool credit_packets_only_ = false;
   TimePs window_start_ = 0;
   TimePs end_time_ = 0;

@@ -43,7 +43,8 @@ class RemoteReadCache;
 // Event kinds of a Hopper GPU (dispatched by HopperGpu::handle to the part that owns them).
 enum GpuEvent : std::uint32_t {
   kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch, kThrottleExpiry,
-  kLocalDone  // a local op past the block's 16 tracked completion times
+  kLocalDone,   // a local op past the block's 16 tracked completion times
+  kCreditWake   // a direct-credit return the ports wait for (arg32 = port; cais/deferred_credits.h)
 };
 
 // Egress traffic classes of the GPU hub (each has a VC class of its own).

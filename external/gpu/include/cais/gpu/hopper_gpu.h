@@ -35,6 +35,7 @@ class HopperGpu : public NodeComponent {
  public:
   HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workload> wl);
   void handle(const Event& e) override;
+  OutputChannel* direct_credit_channel(std::uint32_t port) override { return ports_.direct_credit_channel(port); }
   bool done() const override;
   std::string blocked_reason() const override;
   void check_drained() const override;

@@ -46,6 +46,15 @@ class NvlinkPorts {
   std::uint64_t post_reserved(std::uint32_t port) const { return post_reserved_[port]; }
   void pump(std::uint32_t port);  // also kPortFree
   void on_credit(PacketHandle h);
+  // Direct credits (cais/deferred_credits.h): the switch at the other end, hosted in this
+  // process, files its input's credit returns on the port's channel instead of sending credit
+  // packets. A credit packet's arrival pumps the port and resumes the SMs' posted stores that
+  // wait for it; that does something only while the port has packets queued and is idle when
+  // the credit lands (a port that frees at that very time included), or while posted stores
+  // wait. rearm() asks for a wake at exactly those returns, so results equal credit packets'.
+  OutputChannel* direct_credit_channel(std::uint32_t port);
+  void rearm(std::uint32_t port);
+  void on_credit_wake(std::uint32_t port);
   // An arriving packet enters the port's input buffer and leaves it at once (credits return).
   void receive(PacketHandle h);
   void check_drained() const;

@@ -90,6 +90,7 @@ class RemotePacketizer {
   void on_red_ack(std::uint32_t lines);
   // Credits came back on `port`: pump the queues whose stores wait for it, oldest first.
   void resume_posted(std::uint32_t port);
+  bool waits_for_post_room(std::uint32_t port) const { return !post_waiters_.empty() && !post_waiters_[port].empty(); }
   std::uint64_t& post_credit_stalls() { return post_credit_stalls_; }
   std::uint64_t mergeable_outstanding() const { return mergeable_; }
   std::size_t cap_waiting() const { return cap_waiters_.size(); }
