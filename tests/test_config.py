@@ -59,6 +59,8 @@ def test_required_systems_exist():
     ("system.lane_bw_gbps=-25", "system.lane_bw_gbps: must be > 0"),
     ("system=nope", "system/nope: no such config; available: dgx_h100"),
     ("cosim.gpus_per_process=0", "cosim.gpus_per_process: must be a positive integer"),
+    ("cosim.processes=0", "cosim.processes: must be a positive integer"),
+    ("cosim.processes=13", "cosim.processes: must be at most the system's 12 nodes, got 13"),
     ("system.topology=ring", "system.topology: 'ring' is not one of: dgx, xbar, fat_tree"),
     ("cosim.transport=udp", "cosim.transport: 'udp' is not one of: auto, shm, ipc, tcp"),
     ("cosim.shm_spin_us=-1", "cosim.shm_spin_us: must be an integer >= 0, got -1"),

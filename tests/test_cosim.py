@@ -333,3 +333,20 @@ def test_bench_floor_reports_each_transport(engines):
     out = json.loads(proc.stdout)
     assert {"ipc", "shm spin=0us", "shm spin=1000us", "load_average_before", "load_average_after"} <= set(out)
     assert all(out[k]["us_per_window"]["median"] > 0 for k in ("ipc", "shm spin=0us", "shm spin=1000us"))
+
+
+def test_processes_each_host_a_share_of_the_gpus_and_of_the_switches():
+    from harness import topology
+    from harness.cosim.partition import partition
+    topo = topology.build(compose("system=dgx_h100").system)  # GPUs 0-7, switches 8-11
+    two = partition(topo)
+    assert [e.nodes for e in two.engines] == [[0, 1, 2, 3, 8, 9], [4, 5, 6, 7, 10, 11]]
+    assert two.window_ps == 250_000  # a GPU's links to the other half's switches cross
+    # More processes than switches: runs of all the nodes, none of them empty.
+    for n in range(1, 13):
+        hosted = [e.nodes for e in partition(topo, processes=n).engines]
+        assert len(hosted) == n and all(hosted)
+        assert sorted(sum(hosted, [])) == list(range(12))
+    by_kind = partition(topo, gpus_per_process=4)
+    assert [e.name for e in by_kind.engines] == ["gpu_engine0", "gpu_engine1", "net_engine0", "net_engine1",
+                                                  "net_engine2", "net_engine3"]
