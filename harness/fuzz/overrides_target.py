@@ -268,6 +268,13 @@ def run_overrides(argv: list[str]) -> None:
         if isinstance(base, ConfigError):
             raise base
         touched = _sections_named(values)
+        # A value for a section left cached goes to a full copy at once: OmegaConf refuses most
+        # writes to a read-only section but not all (an empty list is assigned silently).
+        named = {o.key_or_group.split(".")[0] for o in values}
+        if (named - touched) & base.keys:
+            _stats["full_copies"] += 1
+            _run_point_full(base, values)
+            continue
         try:
             with _copy_on_write(base, touched) as cfg:
                 try:
