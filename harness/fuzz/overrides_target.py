@@ -270,8 +270,7 @@ def run_overrides(argv: list[str]) -> None:
         touched = _sections_named(values)
         # A value for a section left cached goes to a full copy at once: OmegaConf refuses most
         # writes to a read-only section but not all (an empty list is assigned silently).
-        named = {o.key_or_group.split(".")[0] for o in values}
-        if (named - touched) & base.keys:
+        if (_top_sections(values) - touched) & base.keys:
             _stats["full_copies"] += 1
             _run_point_full(base, values)
             continue
@@ -293,9 +292,14 @@ def run_overrides(argv: list[str]) -> None:
         _run_point_full(base, values)  # outside the except: its errors must not chain the read-only one
 
 
-def _sections_named(values) -> set[str]:
-    """The top-level sections the value overrides name (a.b.c: a), the ones to copy."""
+def _top_sections(values) -> set[str]:
+    """The top-level sections the value overrides name (a.b.c: a)."""
     return {o.key_or_group.split(".")[0] for o in values}
+
+
+def _sections_named(values) -> set[str]:
+    """The sections to copy: those the value overrides name."""
+    return _top_sections(values)
 
 
 def _added(cfg, base: _Base) -> set[str]:

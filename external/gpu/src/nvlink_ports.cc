@@ -128,7 +128,7 @@ OutputChannel* NvlinkPorts::direct_credit_channel(std::uint32_t port) {
 void NvlinkPorts::on_credit_wake(std::uint32_t port) {
   pump(port);
   ctx_.remote->resume_posted(port);
-  rearm(port);
+  rearm(port);  // the posted stores resumed or still waiting decide, with the queues
 }
 
 void NvlinkPorts::receive(PacketHandle h) {

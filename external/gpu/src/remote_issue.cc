@@ -121,7 +121,6 @@ void RemotePacketizer::resume_posted(std::uint32_t port) {
     post_waiting_[static_cast<std::size_t>(qi) * post_waiters_.size() + port] = 0;
     pump(qi);
   }
-  ctx_.ports->rearm(port);
 }
 
 std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
