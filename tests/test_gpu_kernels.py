@@ -10,7 +10,7 @@ from dataclasses import asdict, fields
 import pandas as pd
 import pytest
 
-from harness.gpu import isa_text, kernels, standalone
+from harness.gpu import cublas_plans, isa_text, kernels, standalone
 from harness.params.gpu import GpuParams, from_accelsim
 from harness.errors import CaisError, ConfigError
 
@@ -197,25 +197,25 @@ def test_persistent_gemm_runs_in_rounds_in_a_smaller_partition(exe):
 ])
 def test_recorded_cublas_kernels_become_plans(kernel, grid, shape, want):
     M, N, K = shape
-    c = kernels.plan_from_cublas_kernel(kernel, grid, M, N, K)
+    c = cublas_plans.plan_from_cublas_kernel(kernel, grid, M, N, K)
     assert (c.schedule, c.tm, c.tn, c.stages, c.fixup) == want
     assert c.schedule == "dp" or c.grid == grid
-    assert kernels.plan_from_cublas_kernel("void cublasLt::splitKreduce_kernel<...>", 64, M, N, K) is None
+    assert cublas_plans.plan_from_cublas_kernel("void cublasLt::splitKreduce_kernel<...>", 64, M, N, K) is None
 
 
 def test_nvjet_kernel_names_parse():
-    nv = kernels.parse_nvjet("nvjet_sm90_tst_320x64_64x4_2x2_h_bz_splitK_NTT")
+    nv = cublas_plans.parse_nvjet("nvjet_sm90_tst_320x64_64x4_2x2_h_bz_splitK_NTT")
     assert nv == dict(tile_m=320, tile_n=64, k_step=64, stages=4, cluster_m=2, cluster_n=2, raster="h", coop="",
                       splitk=True)
-    assert kernels.parse_nvjet("nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN")["coop"] == "B"
+    assert cublas_plans.parse_nvjet("nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN")["coop"] == "B"
 
 
 def test_committed_cublas_plans_are_derived_from_the_probe(tmp_path):
     """h100_cublas_plans.csv is what derive_cublas_plans makes of the partition probe (regenerate
-    with python -m harness.gpu.kernels); each shape's kernel and grid agree in every partition."""
+    with python -m harness.gpu.cublas_plans); each shape's kernel and grid agree in every partition."""
     out = tmp_path / "plans.csv"
-    assert kernels.write_cublas_plans(out) == 60
-    assert out.read_text() == kernels.CUBLAS_PLANS_CSV.read_text()
+    assert cublas_plans.write_cublas_plans(out) == 60
+    assert out.read_text() == cublas_plans.CUBLAS_PLANS_CSV.read_text()
     plans = pd.read_csv(out)
     seen = plans["partitions"].str.split()
     assert all("132:primary" in p and len(p) in (3, 6) for p in seen)
@@ -231,7 +231,7 @@ def test_a_kernel_or_grid_differing_between_partitions_is_an_error(tmp_path):
     probe.write_text(head + f'132:primary,primary,132,g,1024,1024,1024,{k},"[2, 64, 1]","[384, 1, 1]",\n'
                      f'66:driver,driver,66,g,1024,1024,1024,{k},"[2, 66, 1]","[384, 1, 1]",\n')
     with pytest.raises(ValueError, match="66:driver"):
-        kernels.derive_cublas_plans(probe)
+        cublas_plans.derive_cublas_plans(probe)
 
 
 def test_validate_kernels_replays_the_recorded_cublas_plan():
@@ -368,7 +368,7 @@ def test_recorded_plans_carry_their_cluster_and_partitions_their_cluster_slots()
     from harness.experiments import validate_kernels as vk
     plan = dict(tile_m=128, tile_n=256, k_step=64, stages=4, cluster_m=2, cluster_n=2, grid_ctas=132, tiles=264,
                 splitk="False")
-    c = kernels.plan_config(plan)
+    c = cublas_plans.plan_config(plan)
     assert c.cluster_ctas == 4 and c.cluster == 2
     wl = kernels.gemm(4096, 8192, 4096, 132, c)
     assert {k.cluster_ctas for k in wl.kernels} == {4}

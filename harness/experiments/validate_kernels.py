@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness.errors import ConfigError
 from harness.experiments import _input_csv as input_csv
-from harness.gpu import kernels, power, standalone
+from harness.gpu import cublas_plans, kernels, power, standalone
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
 SUPPORTED = ("gemm", "layernorm", "attention")
@@ -61,7 +61,7 @@ def build(row: Any, params: dict[str, Any]):
         # scripts/measure/probe_partitions.py, harness/data/measured/h100_cublas_plans.csv):
         # replay that plan; shapes nobody recorded get the analytical heuristic, which plans
         # stream-K grids for the whole device as cuBLAS does and picks by the SMs the kernel has.
-        recorded = kernels.recorded_cublas_plan(str(row["name"]), M, N, K)
+        recorded = cublas_plans.recorded_cublas_plan(str(row["name"]), M, N, K)
         if recorded is not None:
             cfg, kernel = recorded
             return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), f"{cfg.describe()} ({kernel[15:]})"
