@@ -355,8 +355,8 @@ TEST(Hopper, ThrottleNeverSendsAHeldOpsBulkPacketShort) {
 }
 
 TEST(Hopper, ThrottleHoldRunsOutWithoutALift) {
-  // The merge unit sends no lift for a hold that has run out (feature_cais_merge.cc): the GPU
-  // must resume by itself after the THROTTLE's aux ns, else it stays held forever.
+  // The merge unit sends no lift for a hold that has run out (feature_cais_merge_throttle.cc):
+  // the GPU must resume by itself after the THROTTLE's aux ns, else it stays held forever.
   auto wl = one_kernel(2, 1);
   wl.mutable_launches(0)->add_gpus(0);
   mem(wl, isa::LD_CAIS, 512, 128, 1024, 0, 1);
