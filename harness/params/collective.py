@@ -1,4 +1,4 @@
-"""Parameters of the GPU model ``collective`` (external/net/src/nccl_collective_model.cc): one NCCL-like
+"""Parameters of the GPU model ``collective`` (external/net/src/nccl_collective_model.h): one NCCL-like
 collective executed as packet traffic through the switches.
 
 Structural values follow NCCL 2.18-2.28 (src/include/collectives.h, src/device/*.h); the one

@@ -1,5 +1,5 @@
 // NCCL-like collective schedules as pure data: what each rank's channel (one CTA in NCCL) does,
-// slice by slice. The GPU model "collective" (nccl_collective_model.cc) executes them as packet traffic;
+// slice by slice. The GPU model "collective" (nccl_collective_model.h) executes them as packet traffic;
 // the unit tests check them without a network.
 //
 // Ring (NCCL src/device/{all_reduce,all_gather,reduce_scatter}.h, Simple protocol):
