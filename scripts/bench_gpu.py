@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from harness import topology  # noqa: E402
-from harness.gpu import kernels, standalone  # noqa: E402
+from harness.gpu import ag_gemm, kernels, standalone  # noqa: E402
 from harness.protocol import cosim as pb  # noqa: E402
 from harness.system import engine_params  # noqa: E402
 
@@ -117,7 +117,7 @@ def main() -> int:
     cfg = standalone.configure(wl, standalone.gpu_params({"launch_skew_ns": 0.0, "clock_spread_frac": 0.0}), num_gpus=8)
     rows.append(report("ffn_local_8gpu", [run_cfg(cfg, exe) for _ in range(args.repeat)]))
     for mode, feats in (("cais", "group_sync,cais_merge"), ("remote", "")):
-        wl = kernels.ag_gemm(args.ag_tokens, 1408, 4096, 8, mode=mode)
+        wl = ag_gemm.ag_gemm(args.ag_tokens, 1408, 4096, 8, mode=mode)
         cfg = configure_system(wl, "dgx_h100", feats)
         rows.append(report(f"ag_fc1_{mode}_{args.ag_tokens}tok_dgx", [run_cfg(cfg, exe) for _ in range(args.repeat)]))
     return 0

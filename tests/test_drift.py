@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.gpu import kernels
+from harness.gpu import ag_gemm
 from harness.merge_stats import merge_summary
 from harness.system import run_system
 
@@ -29,7 +29,7 @@ ZERO = {"gpu.launch_skew_ns": 0.0, "gpu.block_jitter_frac": 0.0, "gpu.tb_order_w
 def _run(over: dict, sync: bool = False, *extra: str, sms: int = 8):
     cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.features='group_sync,cais_merge'",
                   "net.cais_merge.unlimited=true", "net.cais_merge.timeout_ns=1000000", *extra)
-    wl = kernels.ag_gemm(4096, 128, 512, 8, mode="cais", sms=sms)  # each A line once per GPU
+    wl = ag_gemm.ag_gemm(4096, 128, 512, 8, mode="cais", sms=sms)  # each A line once per GPU
     for k in wl.kernels:
         k.cais.pre_launch_sync = sync
     return run_system(cfg, workload=wl.SerializeToString(), overrides={**ZERO, **over})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.gpu import kernels
+from harness.gpu import ag_gemm
 from harness.system import run_system
 
 from conftest import compose
@@ -19,7 +19,7 @@ M, N, K, G = 1024, 128, 512, 8  # one column of blocks: every A line is wanted b
 def _run(mode: str):
     cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.features='group_sync,cais_merge'",
                   "net.cais_merge.timeout_ns=100000")
-    wl = kernels.ag_gemm(M, N, K, G, mode=mode, sms=8)
+    wl = ag_gemm.ag_gemm(M, N, K, G, mode=mode, sms=8)
     res = run_system(cfg, workload=wl.SerializeToString(), overrides={"gpu.launch_skew_ns": 0.0})
     st = res.stats
 
@@ -39,8 +39,8 @@ def test_ag_gemm_cais_merges_to_the_analytical_byte_count(engines):
     _check_models(engines)
     res_c, tc = _run("cais")
     res_r, tr = _run("remote")
-    expect_c = kernels.ag_gemm_remote_bytes(M, N, K, G, tn=128, mode="cais")
-    expect_r = kernels.ag_gemm_remote_bytes(M, N, K, G, tn=128, mode="remote")
+    expect_c = ag_gemm.ag_gemm_remote_bytes(M, N, K, G, tn=128, mode="cais")
+    expect_r = ag_gemm.ag_gemm_remote_bytes(M, N, K, G, tn=128, mode="remote")
     owner_c = tc(r"gpu\d+\.tx\.CAIS_LD_RESP\.bytes")
     owner_r = tr(r"gpu\d+\.tx\.READ_RESP\.bytes")
     assert owner_c == expect_c["owner_egress_bytes"]
@@ -126,7 +126,7 @@ def test_hopper_results_do_not_depend_on_the_process_split(engines):
     for gpp in (8, 1):
         cfg = compose("system=dgx_h100", "system.gpu_model=hopper", "net.features='group_sync,cais_merge'",
                       f"cosim.gpus_per_process={gpp}", "cosim.switches_per_process=2")
-        wl = kernels.ag_gemm(1024, 256, 512, 8, mode="cais", sms=8)
+        wl = ag_gemm.ag_gemm(1024, 256, 512, 8, mode="cais", sms=8)
         res = run_system(cfg, workload=wl.SerializeToString())
         outs.append(res)
     a, b = outs

@@ -10,7 +10,7 @@ from dataclasses import asdict, fields
 import pandas as pd
 import pytest
 
-from harness.gpu import cublas_plans, isa_text, kernels, standalone
+from harness.gpu import ag_gemm, cublas_plans, isa_text, kernels, norm_attention, standalone
 from harness.params.gpu import GpuParams, from_accelsim
 from harness.errors import CaisError, ConfigError
 
@@ -35,7 +35,7 @@ def run(wl, exe, **over):
 
 def test_builders_round_trip_through_the_text_form():
     for wl in (kernels.gemm(4096, 4096, 4096), kernels.gemm(256, 2048, 16384),
-               kernels.layernorm(1024, 2048), kernels.attention(12, 1024, 128), kernels.ag_gemm(1024, 256, 512)):
+               norm_attention.layernorm(1024, 2048), norm_attention.attention(12, 1024, 128), ag_gemm.ag_gemm(1024, 256, 512)):
         assert isa_text.parse(isa_text.format(wl)) == wl
 
 
@@ -59,12 +59,12 @@ def test_layernorm_reads_rows_twice_and_hbm_once_and_is_latency_bound(exe):
     and beta once for all rows. With 16 blocks of 128 threads per SM and one round trip per
     round, halving the SMs nearly doubles the time while HBM is far from saturated."""
     M, N = 256, 4096
-    st = run(kernels.layernorm(M, N), exe)
+    st = run(norm_attention.layernorm(M, N), exe)
     assert st["gpu0.tbs_completed"] == M
     assert st["gpu0.local.ld_bytes"] == M * (2 * N * 2 + 2 * N * 2)
     assert st["gpu0.local.st_bytes"] == M * N * 2
     assert st["gpu0.local.hbm_read_bytes"] == M * N * 2 + 2 * N * 2
-    t = {sms: standalone.kernel_time_us(run(kernels.layernorm(8192, N), exe, num_sms=sms, kernel_launch_ns=0.0))
+    t = {sms: standalone.kernel_time_us(run(norm_attention.layernorm(8192, N), exe, num_sms=sms, kernel_launch_ns=0.0))
          for sms in (16, 32)}
     assert 1.8 < t[16] / t[32] < 2.1, t
 
@@ -122,14 +122,14 @@ def test_unknown_or_bad_parameters_are_named(exe):
     with pytest.raises(ConfigError, match="gpu.nonsense"):
         standalone.gpu_params({"nonsense": 1})
     with pytest.raises(CaisError, match="gpu.tc_efficiency"):
-        run(kernels.layernorm(128, 128), exe, tc_efficiency=1.5)
+        run(norm_attention.layernorm(128, 128), exe, tc_efficiency=1.5)
 
 
 def test_every_gpu_param_is_read_by_the_engine(exe):
     # The engine rejects unread gpu.* keys, so a run proves every declared field is consumed;
     # and a missing key is an error naming it.
-    run(kernels.layernorm(128, 128), exe)
-    cfg = standalone.configure(kernels.layernorm(128, 128), {k: v for k, v in standalone.gpu_params().items()
+    run(norm_attention.layernorm(128, 128), exe)
+    cfg = standalone.configure(norm_attention.layernorm(128, 128), {k: v for k, v in standalone.gpu_params().items()
                                                               if k != "gpu.hbm_latency_ns"})
     import subprocess, tempfile, pathlib
     with tempfile.TemporaryDirectory() as d:

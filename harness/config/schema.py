@@ -132,7 +132,7 @@ class DriftConfig:
     """experiment=drift_sensitivity: each cross-GPU drift source scaled alone (docs/DRIFT.md)."""
 
     case: str = "ag_gemm"
-    """ag_gemm: the ld.cais AG-GEMM of harness/gpu/kernels.py (8 GPUs, pre-launch sync switchable);
+    """ag_gemm: the ld.cais AG-GEMM of harness/gpu/ag_gemm.py (8 GPUs, pre-launch sync switchable);
     layer: the configured workload / model / phase lowered by the configured scheme (e.g. t3_nvls),
     whose sync is the scheme's own."""
     sources: list[str] = field(default_factory=lambda: ["launch_skew", "block_jitter", "tb_order", "clock_spread"])

@@ -7,7 +7,7 @@ gpu.clock_spread_frac. Each point sets one source to level x its reference (the 
 tb_order: drift.order_reference_window) and leaves the others at their defaults; one row per
 (source, level, sync, seed), plus a row with every source at zero.
 
-drift.case=ag_gemm runs the ld.cais AG-GEMM of harness/gpu/kernels.py on the configured system
+drift.case=ag_gemm runs the ld.cais AG-GEMM of harness/gpu/ag_gemm.py on the configured system
 (pre-launch group sync on and off: drift.sync); drift.case=layer runs the configured workload /
 scheme / model (e.g. scheme=t3_nvls, whose reductions the merge unit merges) through layer_sim.
 Columns: case, source, level, param, value, sync, seed, time_us, then harness/merge_stats.py's.
@@ -21,7 +21,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
-from harness.gpu import kernels
+from harness.gpu import ag_gemm, kernels
 from harness.merge_stats import merge_summary
 from harness.system import run_system
 
@@ -76,7 +76,7 @@ def _zero_all() -> dict[str, float]:
 
 def _ag_gemm_row(cfg: DictConfig, over: dict, sync: bool) -> tuple[float, pd.DataFrame]:
     d = cfg.drift
-    wl = kernels.ag_gemm(int(d.m), int(d.n), int(d.k), int(cfg.system.gpus), mode="cais", sms=int(d.sms) or None)
+    wl = ag_gemm.ag_gemm(int(d.m), int(d.n), int(d.k), int(cfg.system.gpus), mode="cais", sms=int(d.sms) or None)
     for k in wl.kernels:
         k.cais.pre_launch_sync = sync
     res = run_system(cfg, workload=wl.SerializeToString(), overrides=over)

@@ -2,8 +2,8 @@
 
 Reads ``validate.input`` (CSV: name,kind,M,N,K,num_sms[,measured_us,...]; default: the measured
 H100 kernels of harness/data/measured/h100_kernels.csv), builds each kernel with
-harness.gpu.kernels (gemm, layernorm, attention), runs it on the GPU engine's standalone main
-with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the clock the power model predicts
+harness.gpu.kernels (gemm) or harness.gpu.norm_attention (layernorm, attention), runs it on the
+GPU engine's standalone main with ``gpu.num_sms`` = the row's num_sms, ``gpu.clock_mhz`` = the clock the power model predicts
 for the row's SMs and load (tensor for gemm and attention, memory for layernorm; never the row's
 measured clock: a user has none for a new case) unless ``gpu.clock_mhz`` > 0 fixes one (column
 ``sim_clock_mhz``), ``gpu.max_clusters_4`` = the cluster capacity
@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import REPO_ROOT
 from harness.errors import ConfigError
 from harness.experiments import _input_csv as input_csv
-from harness.gpu import cublas_plans, kernels, power, standalone
+from harness.gpu import cublas_plans, kernels, norm_attention, power, standalone
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
 SUPPORTED = ("gemm", "layernorm", "attention")
@@ -68,9 +68,9 @@ def build(row: Any, params: dict[str, Any]):
         cfg = kernels.choose_gemm(M, N, K, sms, params, device_sms=DEVICE_SMS)
         return kernels.gemm(M, N, K, sms, cfg, name=str(row["name"])), f"{cfg.describe()} (heuristic)"
     if kind == "layernorm":
-        return kernels.layernorm(M, N, name=str(row["name"])), "1 row/block, 128 threads"
+        return norm_attention.layernorm(M, N, name=str(row["name"])), "1 row/block, 128 threads"
     if kind == "attention":
-        return kernels.attention(M, N, K, causal=True, name=str(row["name"])), "flash fwd causal"
+        return norm_attention.attention(M, N, K, causal=True, name=str(row["name"])), "flash fwd causal"
     raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")
 
 

@@ -1,6 +1,6 @@
 """LayerNorm and attention kernels of a transformer layer, added to a multi-GPU workload.
 
-The programs are those of the calibrated single-GPU kernels (harness.gpu.kernels: PyTorch's
+The programs are those of the calibrated single-GPU kernels (harness.gpu.norm_attention: PyTorch's
 vectorised layernorm, FlashAttention-style fused attention); here they read and write the
 workload's buffers.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from harness.gpu import kernels as calibrated
+from harness.gpu import norm_attention
 from harness.kernels.builder import WorkloadBuilder
 from harness.workload.models import ELEM_BYTES as ELEM
 
@@ -20,7 +20,7 @@ def layernorm(b: WorkloadBuilder, name: str, rows: int, cols: int, *, x: int, y:
     """One block per row (forward, or backward with the output gradient dy); x_gpu_offset: GPU
     g's rows start at g * x_gpu_offset in x."""
     ki, p = b.kernel(name, rows, 1, threads=LN_THREADS, regs=32, smem=LN_THREADS // 32 * 3 // 2 * 4, loads_via_l1=True)
-    calibrated.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy, x_gpu_offset=x_gpu_offset)
+    norm_attention.layernorm_program(p, x, y, gamma, beta, cols, LN_THREADS, dy=dy, x_gpu_offset=x_gpu_offset)
     return ki
 
 
@@ -29,12 +29,12 @@ def attention(b: WorkloadBuilder, name: str, batch_heads: int, seq: int, head_di
     """One block per (128-query tile, batch x head); causal. queries: query rows per head when
     they are not one whole sequence (LADM: this GPU's token rows); kv_peer: K/V tiles loaded
     from the GPU that affine names."""
-    tq = calibrated.ATTN_TILE
+    tq = norm_attention.ATTN_TILE
     dp = max(16, math.ceil(head_dim / 16) * 16)
     smem = (tq * dp + 4 * tq * dp) * ELEM
     ki, p = b.kernel(name, math.ceil((queries or seq) / tq), batch_heads, threads=256,
                      regs=224 if not backward else 255, smem=smem)
-    calibrated.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward, kv_peer=kv_peer)
+    norm_attention.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward, kv_peer=kv_peer)
     return ki
 
 
