@@ -149,7 +149,7 @@ class NcclCollectiveModel : public NodeComponent {
   double result_val(Prim prim, std::uint64_t i) const;
   double expected(std::uint64_t i) const;
 
-  // ------------------------------------------------------------------ ring
+  // ---------------------------------------------------- ring (nccl_collective_ring.cc)
   void ring_advance(std::uint32_t c);
   bool pass_barrier(std::uint32_t c);
 
@@ -175,7 +175,7 @@ class NcclCollectiveModel : public NodeComponent {
   void on_write(PacketHandle h);
   void on_write_ack(std::uint64_t tag);
 
-  // ------------------------------------------------------------------ NVLS
+  // ---------------------------------------------------- NVLS (nccl_collective_nvls.cc)
   void nvls_issue(std::uint32_t c);
   void on_ld_reduce_resp(PacketHandle in);
   void store_values(std::uint64_t off, const Packet& p);
