@@ -269,7 +269,9 @@ def run_overrides(argv: list[str]) -> None:
             raise base
         touched = _sections_named(values)
         # A value for a section left cached goes to a full copy at once: OmegaConf refuses most
-        # writes to a read-only section but not all (an empty list is assigned silently).
+        # writes to a read-only section but not all (an empty list is assigned silently), so the
+        # read-only fallback below cannot guard it. Today every named section is copied and this
+        # never fires; it keeps the cache safe if _sections_named copies less (test_fuzz, `none`).
         if (_top_sections(values) - touched) & base.keys:
             _stats["full_copies"] += 1
             _run_point_full(base, values)
