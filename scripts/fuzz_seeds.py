@@ -25,10 +25,13 @@ from harness.protocol import cosim as pb  # noqa: E402
 
 # Small runs whose messages cover the packet types of both engines, over ZeroMQ: the harness
 # relays their packet batches (over shared memory they go engine to engine and it sees none).
+# Laid out by kind (one engine of all 8 GPUs, one of the switches): the fuzz tests take
+# gpu_engine0's Configure as the one hosting GPUs 0..7 (external/fuzz/tests/test_fuzz_short.cc).
+BY_KIND = ["cosim.gpus_per_process=8", "cosim.switches_per_process=4"]
 RUNS = {
-    "traffic": ["system=xbar8", "traffic.requests_per_gpu=6", "cosim.transport=ipc"],
+    "traffic": ["system=xbar8", "traffic.requests_per_gpu=6", "cosim.transport=ipc", *BY_KIND],
     "layer": ["model=tiny", "system=dgx_h100_half", "phase=training", "workload=sublayer_l3",
-              "scheme=coconet_nvls", "cosim.transport=ipc"],
+              "scheme=coconet_nvls", "cosim.transport=ipc", *BY_KIND],
 }
 WINDOWS_KEPT = 3  # windows with inbound batches kept per engine (seeds stay small)
 PACKETS_KEPT = 12  # packets kept per batch

@@ -78,35 +78,6 @@ class CollectiveParams:
     four (24 CTAs of 480 threads walking 1 MiB slices, docs/MEASUREMENTS.md call 12): 38.7, 26.1,
     30.3, 22.8."""
 
-    # Session 5 mechanisms (docs/VALIDATION.md, "Post warp, SM egress and slice jitter"). The
-    # defaults keep the validated session-4 model: each variant alone or together moved some
-    # rows into 5 % and others out, and none raised the count of rows within 5 %.
-    overlap_fence: bool = False
-    """NCCL's post warp (2.28 prims_simple.h: nworkers = nthreads - WARP_SIZE, "an extra warp to
-    overlap the threadfence and the copy"): a finished send slice is fenced (waiting for its
-    write responses) and flagged while the workers copy the next slice, and the workers pass
-    the next end-of-slice barrier only when that post is done. false: the workers wait for every
-    fence themselves (the validated model)."""
-    egress: str = "fifo"
-    """fifo | round_robin | tpc_round_robin: the order in which a GPU's port sends the channels'
-    requests (one FIFO in issue order; one queue per channel served in turn, as fair arbitration
-    between SMs would; or the TPCs served in turn and the channels of a TPC in turn, so that two
-    CTAs sharing a TPC share its turn: ``paired_ctas``)."""
-    paired_ctas: int = 8
-    """egress=tpc_round_robin: the grid's first ``paired_ctas`` CTAs run two to a TPC, the rest
-    one per TPC. 8: where CUDA put plain 8-24 CTA grids on H200 (%smid, docs/MEASUREMENTS.md call
-    16: CTAs 0-7 on SMs 124-131, the others on even SMs 0-30). NCCL launches clusters of 4 CTAs
-    and is placed otherwise (calls 17-20)."""
-    paired_tpc_weight: float = 1.0
-    """egress=tpc_round_robin: a TPC with two CTAs is served with this weight against 1 for a TPC
-    with one (stride scheduling; 1 = plain round robin over TPCs)."""
-    egress_bound_bytes: int = 0
-    """Data bytes one channel may have waiting at its GPU's ports before its CTA stops issuing
-    stores (the SM's store path is full); 0 = unbounded."""
-    cta_jitter_cv: float = 0.0
-    """Coefficient of variation of one slice's CTA time (a seeded normal factor per GPU, channel
-    and slice), so that channels that start together can drift apart. Measured on H200: 0.03-0.05
-    (24 CTAs walking 1 MiB / 512 KiB slices, docs/MEASUREMENTS.md call 12)."""
     writes_per_response: int = 1
     """NVLink writes acknowledged by one write-response packet (one header flit). 1: the ring
     ceiling when both directions carry data is 128/160 of the link (360 of 450 GB/s); 2: 128/152

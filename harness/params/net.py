@@ -50,12 +50,6 @@ class NetParams:
     """Lost switch arbitrations after which an input's arbiter moves on to its next ready VC
     (0: never). 2 reproduces BookSim2's flit-level separable input-first allocator at packet
     granularity (docs/VALIDATION.md, BookSim2 comparison)."""
-    sw_input_select: str = "first_ready"
-    """Stage 1 of switch allocation: ``first_ready`` (an input requests for its next ready VC
-    round-robin, BookSim's separable input-first) or ``output_aware`` (it prefers a VC whose
-    output is free, and an idle output draws a request away from a busy one: the packet-level
-    stand-in for flit interleaving, so that a response waiting for a busy output does not hold
-    back data for a free one; docs/VALIDATION.md, 8 x H200 ring)."""
     output_queue_flits: int = 0
     """Flits an output port may hold queued for its link beyond the packet on the wire (0: an
     output takes a packet only when its link is idle, BookSim's input-queued router). With a

@@ -22,13 +22,6 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
   packet_bytes_ = p.get_uint("collective.packet_bytes");
   const std::uint64_t multiple = p.get_uint("collective.packet_multiple");
   functional_ = p.get_bool("collective.functional");
-  overlap_fence_ = p.get_bool("collective.overlap_fence");
-  egress_ = parse_egress(p.get_enum("collective.egress", {"fifo", "round_robin",
-                         "tpc_round_robin"}));
-  paired_ctas_ = static_cast<std::uint32_t>(p.get_uint("collective.paired_ctas"));
-  paired_weight_ = p.get_double("collective.paired_tpc_weight");
-  if (!(paired_weight_ > 0)) throw ConfigError("collective.paired_tpc_weight", "must be > 0");
-  egress_bound_ = p.get_uint("collective.egress_bound_bytes");
   const double overhead_ns = p.get_double("collective.kernel_overhead_ns");
   if (overhead_ns < 0) throw ConfigError("collective.kernel_overhead_ns", "must be >= 0");
   if (!(overhead_ns <= Params::kMaxTimeNs)) throw ConfigError("collective.kernel_overhead_ns",
@@ -37,10 +30,6 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
 
                         start_ps_ = ns_to_ps(p.get_double("collective.start_ns") + (algo_ == CollAlgo::kRing ? overhead_ns : 0.0));
   init_prim_rates(p);
-  jitter_cv_ = p.get_double("collective.cta_jitter_cv");
-  if (jitter_cv_ < 0 || jitter_cv_ > 0.3) throw ConfigError("collective.cta_jitter_cv",
-      "must be in [0, 0.3]");
-  seed_ = sim.seed();
   writes_per_response_ = static_cast<std::uint32_t>(p.get_uint("collective.writes_per_response"));
   if (writes_per_response_ == 0) throw ConfigError("collective.writes_per_response",
       "must be >= 1");
@@ -85,7 +74,6 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
     space_bytes_ = ring_.space_bytes;
     shard_bytes_ = ring_.shard_bytes;
     chans_.resize(channels_);
-    egress_bytes_.assign(channels_, 0);
     for (std::uint32_t c = 0; c < channels_; ++c) {
       std::uint64_t sends = 0, recvs = 0;
       for (const auto& o : ring_.channels[c]) {
@@ -132,7 +120,6 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
   sim.stats().counter(pre + ".fence_ps", "ps", &fence_ps_);
   // How long write responses spend in the network (a fence waits for the slowest of a slice's).
   sim.stats().histogram(pre + ".write_ack_latency", "ns", &ack_latency_ns_);
-  sim.stats().counter(pre + ".egress_wait_ps", "ps", &egress_wait_ps_);
   sim.stats().counter(pre + ".functional_checked", "elements", &checked_);
   sim.stats().counter(pre + ".functional_errors", "elements", &errors_);
   schedule(start_ps_, kStart);
@@ -162,7 +149,7 @@ std::string NcclCollectiveModel::blocked_reason() const {
       const auto& ch = chans_[c];
       if (ch.pc < ring_.channels[c].size()) {
         os << "channel " << c << " at slice " << ch.pc << "/" << ring_.channels[c].size() << " (tails " << ch.tail_contig
-           << ", heads " << ch.head_contig << ", sent " << ch.send_idx << ", unacked " << ch.unacked[0] + ch.unacked[1]
+           << ", heads " << ch.head_contig << ", sent " << ch.send_idx << ", unacked " << ch.unacked
            << (ch.posting ? ", fencing" : "") << ")";
         return os.str();
       }
@@ -184,7 +171,6 @@ void NcclCollectiveModel::check_drained() const {
 void NcclCollectiveModel::rng_weights(Sim& sim, const VcLayout& vcs) {
   planes_ = init_endpoint_ports(sim, node_, name(), vcs, flit_bytes_, out_, in_);
   queues_.resize(out_.size());
-  req_.resize(out_.size());
   next_vc_.assign(out_.size(), {0, 0});
 }
 
@@ -218,30 +204,10 @@ PacketHandle NcclCollectiveModel::make(PacketType t, std::uint32_t dst, std::uin
   return h;
 }
 
+// Requests of all channels share one FIFO per port, in issue order; responses have their own.
 void NcclCollectiveModel::enqueue(PacketHandle h, std::uint32_t vc) {
   const std::uint32_t port = planes_.plane(sim_.packets()[h].addr);
-  if (vc != kReqVc) {
-    queues_[port][1].push_back(h);
-  } else {
-    // Requests wait per channel (one CTA's stores) in arbitration groups (egress_group); the
-    // port serves the groups round robin and, within a group, its channels round robin.
-    const std::uint32_t c = egress_ == Egress::kFifo ? 0 : tag_channel(sim_.packets()[h].tag);
-    const std::uint32_t g = egress_group(c);
-    RequestQueues& r = req_[port];
-    if (r.by_chan.size() <= c) r.by_chan.resize(c + 1);
-    if (r.members.size() <= g) r.members.resize(g + 1);
-    if (r.by_chan[c].empty()) {
-      if (r.members[g].empty()) {
-        r.groups.push_back(g);
-        if (weighted_egress()) {
-          if (r.pass.size() <= g) r.pass.resize(g + 1, 0.0);
-          r.pass[g] = std::max(r.pass[g], r.vtime);  // an idle TPC earns no credit
-        }
-      }
-      r.members[g].push_back(c);
-    }
-    r.by_chan[c].push_back(h);
-  }
+  queues_[port][vc == kReqVc ? 0 : 1].push_back(h);
   pump(port);
 }
 
@@ -256,42 +222,12 @@ void NcclCollectiveModel::pump(std::uint32_t port) {
     schedule(ch.transmit(sim_, *this, h, static_cast<std::uint32_t>(rvc)), kPortFree, 0, port);
     return;
   }
-  RequestQueues& r = req_[port];
-  if (r.groups.empty()) return;
-  if (weighted_egress()) {  // least service per weight first
-    auto best = r.groups.begin();
-    for (auto it = r.groups.begin(); it != r.groups.end(); ++it)
-      if (r.pass[*it] < r.pass[*best]) best = it;
-    const std::uint32_t b = *best;
-    r.groups.erase(best);
-    r.groups.push_front(b);
-  }
-  const std::uint32_t g = r.groups.front();
-  auto& members = r.members[g];
-  const std::uint32_t c = members.front();
-  auto& q = r.by_chan[c];
-  const PacketHandle h = q.front();
+  auto& req = queues_[port][0];
+  if (req.empty()) return;
+  const PacketHandle h = req.front();
   const std::int32_t vc = pick_vc(port, 0, sim_.packets()[h].flits);
   if (vc < 0) return;
-  q.pop_front();
-  members.pop_front();
-  if (!q.empty()) members.push_back(c);
-  r.groups.pop_front();
-  if (!members.empty()) r.groups.push_back(g);
-  if (weighted_egress()) {
-    r.vtime = r.pass[g];
-    r.pass[g] += sim_.packets()[h].flits / (g < paired_ctas_ / 2 ? paired_weight_ : 1.0);
-  }
-  const Packet& p = sim_.packets()[h];
-  if (algo_ == CollAlgo::kRing && p.type == proto::PKT_WRITE && tag_kind(p.tag) == kData) {
-    const std::uint32_t pc = tag_channel(p.tag);
-    egress_bytes_[pc] -= p.payload_bytes;
-    if (chans_[pc].egress_blocked && egress_bytes_[pc] < egress_bound_) {
-      chans_[pc].egress_blocked = false;
-      egress_wait_ps_ += sim_.now() - chans_[pc].egress_since;
-      schedule(sim_.now(), kCtaStep, 0, pc);
-    }
-  }
+  req.pop_front();
   schedule(ch.transmit(sim_, *this, h, static_cast<std::uint32_t>(vc)), kPortFree, 0, port);
 }
 
@@ -309,16 +245,6 @@ std::int32_t NcclCollectiveModel::pick_vc(std::uint32_t port, std::uint32_t cls,
     }
   }
   return -1;
-}
-
-NcclCollectiveModel::Egress NcclCollectiveModel::parse_egress(const std::string& s) {
-  return s == "fifo" ? Egress::kFifo : s == "round_robin" ? Egress::kRoundRobin : Egress::kTpcRoundRobin;
-}
-
-std::uint32_t NcclCollectiveModel::egress_group(std::uint32_t c) const {
-  if (egress_ != Egress::kTpcRoundRobin) return c;
-  const std::uint32_t paired = paired_ctas_ & ~1u;
-  return c < paired ? c / 2 : paired / 2 + (c - paired);
 }
 
 double NcclCollectiveModel::result_val(Prim prim, std::uint64_t i) const {
@@ -395,7 +321,7 @@ void NcclCollectiveModel::update_finish() {
   if (algo_ == CollAlgo::kRing) {
     if (unacked_total_ != 0) return;
     for (std::uint32_t c = 0; c < channels_; ++c)
-      if (chans_[c].pc < ring_.channels[c].size() || chans_[c].posting || chans_[c].at_barrier) return;
+      if (chans_[c].pc < ring_.channels[c].size() || chans_[c].posting) return;
   } else {
     if (nvls_loads_done_ != nvls_load_total_) return;
     if (!nvls_one_shot_ && mc_rx_bytes_ != bytes_) return;

@@ -11,20 +11,16 @@
 //   * ring, Simple protocol: a slice is sent as posted NVLink writes of up to
 //     collective.packet_bytes (128 B); writes are acknowledged by the receiver (an NVLink write
 //     response of one header flit per collective.writes_per_response packets). After a slice's
-//     data the post warp fences (__threadfence_system: waits for that slice's write responses)
-//     and posts the tail flag (an 8 B write) to the next rank, while the workers go on with the
-//     next slice (collective.overlap_fence; NCCL 2.28 prims_simple.h: nworkers = nthreads - 32,
-//     the post-send thread is in the last warp); the next rank's CTA may consume the slice only
-//     once that flag has arrived (synchronisation through the data itself), and after consuming
-//     it posts the head flag back, which frees one of collective.buffer_slices buffer slots
-//     (NCCL_STEPS / SLICESTEPS) the sender may have in flight.
+//     data the CTA fences (__threadfence_system: waits for that slice's write responses) and
+//     posts the tail flag (an 8 B write) to the next rank before it starts the next slice; the
+//     next rank's CTA may consume the slice only once that flag has arrived (synchronisation
+//     through the data itself), and after consuming it posts the head flag back, which frees one
+//     of collective.buffer_slices buffer slots (NCCL_STEPS / SLICESTEPS) the sender may have in
+//     flight.
 //   * CTA throughput: with collective.cta_bw_gbps > 0 the CTA moves a slice at that rate (send
 //     primitives issue their packets spaced accordingly; receive-only primitives copy the slice
-//     to the output in that time), so a channel cannot send while it copies out, as in NCCL;
-//     collective.cta_jitter_cv varies it from slice to slice. A GPU port sends the channels'
-//     requests in one FIFO, round robin, or round robin over TPCs (collective.egress), optionally
-//     with a bound on the bytes a channel may have waiting (collective.egress_bound_bytes: the
-//     SM's store path).
+//     to the output in that time), so a channel cannot send while it copies out, as in NCCL. A
+//     GPU port sends the channels' requests in one FIFO, in issue order.
 //   * NVLS: the reduce warps of each channel issue multimem.ld_reduce (MM_LD_REDUCE_REQ) of
 //     up to collective.nvls_outstanding_bytes in flight (memory-level parallelism of those warps)
 //     and multimem.st (MM_ST) each reduced packet to the multicast group as soon as it returns.
@@ -90,25 +86,20 @@ class NcclCollectiveModel : public NodeComponent {
   void check_drained() const override;
 
  private:
-  // A channel is NCCL's worker threads (copying slice pc) plus the post warp, which fences a
-  // finished send slice and then posts its flags. The workers may copy the next slice meanwhile
-  // (collective.overlap_fence), but pass the end-of-slice barrier only once the post warp is free.
+  // A channel is one CTA copying slice pc. After a send slice it fences (waits for the slice's
+  // write responses) and then posts the flags, and only then starts the next slice, so at most
+  // one send slice has writes outstanding.
   struct RingChan {
-    std::size_t pc = 0;         // slice the workers are on
-    bool busy = false;          // workers copying slice pc
-    bool at_barrier = false;    // workers done with slice pc, waiting for the post warp
-    bool posting = false;       // post warp fencing slice post_pc
-    bool stalled = false;       // workers blocked by the post warp since stall_since
-    bool egress_blocked = false;  // CTA stores stalled by a full egress since egress_since
-    TimePs egress_since = 0;
-    std::size_t post_pc = 0;
-    std::uint8_t post_parity = 0;
+    std::size_t pc = 0;         // slice the CTA is on
+    bool busy = false;          // CTA copying slice pc
+    bool posting = false;       // CTA fencing slice pc - 1
+    bool stalled = false;       // next slice held by the fence since stall_since
     std::uint8_t waiting = 0;  // WaitKind
     TimePs since = 0, stall_since = 0;
     std::uint64_t issue_off = 0;
     std::uint64_t send_started = 0, recv_started = 0;  // slices begun (NCCL's worker step)
     std::uint64_t send_idx = 0, recv_idx = 0;          // flags posted
-    std::uint64_t unacked[2] = {0, 0};                 // data writes unacknowledged, by send-slice parity
+    std::uint64_t unacked = 0;                         // data writes unacknowledged
     std::vector<std::uint8_t> tails, heads;
     std::uint64_t tail_contig = 0, head_contig = 0;
     TimePs done_ps = 0;  // when the channel's last slice was posted
@@ -130,18 +121,6 @@ class NcclCollectiveModel : public NodeComponent {
   void pump(std::uint32_t port);
   std::int32_t pick_vc(std::uint32_t port, std::uint32_t cls, std::uint32_t flits);
 
-  // collective.egress: fifo (one queue in issue order), round_robin (every channel its own
-  // group) or tpc_round_robin: a group per TPC, the unit that competes for the GPU's NVLink
-  // egress. CUDA places a plain grid's first collective.paired_ctas CTAs two to a TPC and the
-  // rest one per TPC (%smid of an NCCL-like ring on H200, docs/MEASUREMENTS.md call 16; NCCL
-  // itself launches clusters of 4 and is placed otherwise, calls 17-20), so under contention
-  // each of those CTAs gets half the share of a CTA that has its TPC to itself.
-  enum class Egress { kFifo, kRoundRobin, kTpcRoundRobin };
-  static Egress parse_egress(const std::string& s);
-  // Shared TPCs with a weight other than 1 need stride scheduling; otherwise plain turns.
-  bool weighted_egress() const { return egress_ == Egress::kTpcRoundRobin && paired_weight_ != 1.0; }
-  std::uint32_t egress_group(std::uint32_t c) const;
-
   // ------------------------------------------------------------------ functional values
   // Value the primitive sends / writes for element i (the reduce/gather buffers hold what
   // arrived from the previous rank).
@@ -151,23 +130,18 @@ class NcclCollectiveModel : public NodeComponent {
 
   // ---------------------------------------------------- ring (nccl_collective_ring.cc)
   void ring_advance(std::uint32_t c);
-  bool pass_barrier(std::uint32_t c);
-
-  // Writes of the send slice begun last are counted (and acknowledged) under its parity: at most
-  // two send slices have writes outstanding, the one being fenced and the one being copied.
-  static std::uint8_t send_parity(const RingChan& ch) { return static_cast<std::uint8_t>((ch.send_started - 1) & 1); }
+  void end_slice(std::uint32_t c);
   void stall(RingChan& ch);
   void finish_post(std::uint32_t c);
 
   // Where a channel's time goes (summed over channels, in stats): waiting for the previous
   // rank's data (its tail flag), for a free slot at the next rank (its head flag), or for the
-  // post warp to finish fencing an earlier slice (fence_ps).
+  // fence of the previous slice (fence_ps).
   enum WaitKind : std::uint8_t { kNotWaiting = 0, kWaitData = 1, kWaitSlot = 2 };
   void begin_wait(RingChan& ch, WaitKind k);
   void end_wait(RingChan& ch);
   void cta_step(std::uint32_t c);
   void init_prim_rates(const Params& p);
-  double cta_rate(std::uint32_t c, std::size_t slice, Prim prim) const;
   void emit_data(std::uint32_t c, const SliceOp& op, std::uint64_t off, std::uint64_t b);
   void send_flag(std::uint32_t dst, std::uint32_t c, TagKind k, std::uint64_t seq);
   void ring_post(std::uint32_t c, std::size_t slice);
@@ -189,14 +163,12 @@ class NcclCollectiveModel : public NodeComponent {
   std::uint32_t node_;
   CollOp op_ = CollOp::kAllReduce;
   CollAlgo algo_ = CollAlgo::kRing;
-  bool nvls_one_shot_ = false, functional_ = false, finished_ = false, overlap_fence_ = true;
+  bool nvls_one_shot_ = false, functional_ = false, finished_ = false;
   std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;
   TimePs start_ps_ = 0, finish_ps_ = 0, chan_done_first_ps_ = kNever;
-  double jitter_cv_ = 0;
   std::array<double, kPrimCount> prim_rate_{};  // GB/s per CTA, indexed by Prim
-  std::uint64_t seed_ = 0;
   std::uint32_t writes_per_response_ = 1;
   std::uint32_t resp_vc_ = 1;
   std::array<std::uint32_t, 2> class_vcs_{1, 1};          // VCs per class: requests, responses
@@ -209,26 +181,13 @@ class NcclCollectiveModel : public NodeComponent {
   std::uint64_t nvls_load_total_ = 0, nvls_loads_done_ = 0, mc_rx_bytes_ = 0, reads_served_bytes_ = 0;
   std::uint64_t unacked_total_ = 0, data_tx_bytes_ = 0, data_rx_bytes_ = 0, flags_tx_ = 0;
   std::uint64_t checked_ = 0, errors_ = 0, mm_seq_ = 0;
-  std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0, egress_wait_ps_ = 0;  // summed over channels
+  std::uint64_t wait_data_ps_ = 0, wait_slot_ps_ = 0, fence_ps_ = 0;  // summed over channels
   Histogram ack_latency_ns_;
   std::vector<double> out_vals_, rs_in_, ag_in_;
   PlaneHash planes_;
   std::vector<OutputChannel> out_;
   std::vector<InputBuffer> in_;
-  std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;  // [port][1]: responses
-  struct RequestQueues {
-    std::vector<std::deque<PacketHandle>> by_chan;
-    std::deque<std::uint32_t> groups;                // groups with packets waiting, in service order
-    std::vector<std::deque<std::uint32_t>> members;  // per group: its channels with packets waiting
-    std::vector<double> pass;                        // per group: service received / weight
-    double vtime = 0;                                // pass of the group served last
-  };
-  std::vector<RequestQueues> req_;
-  std::vector<std::uint64_t> egress_bytes_;  // per ring channel: data bytes waiting at the egress
-  Egress egress_ = Egress::kFifo;
-  std::uint32_t paired_ctas_ = 0;
-  double paired_weight_ = 1.0;
-  std::uint64_t egress_bound_ = 0;
+  std::vector<std::array<std::deque<PacketHandle>, 2>> queues_;  // [port][0]: requests, [1]: responses
 };
 
 }  // namespace cais::net::nccl_model

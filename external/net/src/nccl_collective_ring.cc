@@ -7,8 +7,8 @@ namespace cais::net::nccl_model {
 void NcclCollectiveModel::ring_advance(std::uint32_t c) {
   RingChan& ch = chans_[c];
   const auto& ops = ring_.channels[c];
-  while (!ch.busy && !ch.at_barrier && ch.pc < ops.size()) {
-    if (ch.posting && !overlap_fence_) return stall(ch);  // workers wait for their own fence
+  while (!ch.busy && ch.pc < ops.size()) {
+    if (ch.posting) return stall(ch);  // the next slice waits for the fence
     const SliceOp& op = ops[ch.pc];
     const bool rv = prim_recv(op.prim), sd = prim_send(op.prim);
     if (rv && ch.tail_contig <= ch.recv_started) return begin_wait(ch, kWaitData);          // data not there yet
@@ -28,37 +28,25 @@ void NcclCollectiveModel::ring_advance(std::uint32_t c) {
     if (sd && op.bytes)
       for (std::uint64_t off = 0; off < op.bytes; off += bulk_bytes_)
         emit_data(c, op, off, std::min<std::uint64_t>(bulk_bytes_, op.bytes - off));
-    ch.at_barrier = true;
-    if (!pass_barrier(c)) return;
+    end_slice(c);
   }
-  if (ch.pc == ops.size() && !ch.busy && !ch.at_barrier && !ch.posting && ch.done_ps == 0) {
+  if (ch.pc == ops.size() && !ch.busy && !ch.posting && ch.done_ps == 0) {
     ch.done_ps = sim_.now();
     chan_done_first_ps_ = std::min(chan_done_first_ps_, ch.done_ps);
   }
   update_finish();
 }
 
-// The end-of-slice barrier (all threads, post warp included): once the post warp is free it
-// takes the finished slice: a send slice with writes outstanding is fenced
-// (__threadfence_system) before its tail flag; otherwise the flags go at once.
-bool NcclCollectiveModel::pass_barrier(std::uint32_t c) {
+// The end of a slice: a send slice with writes outstanding is fenced (__threadfence_system)
+// before its tail flag; otherwise the flags go at once.
+void NcclCollectiveModel::end_slice(std::uint32_t c) {
   RingChan& ch = chans_[c];
-  if (ch.posting) {
-    stall(ch);
-    return false;
-  }
-  ch.at_barrier = false;
   const SliceOp& op = ring_.channels[c][ch.pc];
-  const std::uint8_t parity = send_parity(ch);
-  if (prim_send(op.prim) && ch.unacked[parity]) {
+  if (prim_send(op.prim) && ch.unacked)
     ch.posting = true;
-    ch.post_pc = ch.pc;
-    ch.post_parity = parity;
-  } else {
+  else
     ring_post(c, ch.pc);
-  }
   ++ch.pc;
-  return true;
 }
 
 void NcclCollectiveModel::stall(RingChan& ch) {
@@ -67,7 +55,7 @@ void NcclCollectiveModel::stall(RingChan& ch) {
   ch.stall_since = sim_.now();
 }
 
-// The post warp's fence completed: post the slice's flags, release the workers.
+// The fence completed: post the slice's flags, go on with the next slice.
 void NcclCollectiveModel::finish_post(std::uint32_t c) {
   RingChan& ch = chans_[c];
   ch.posting = false;
@@ -75,8 +63,7 @@ void NcclCollectiveModel::finish_post(std::uint32_t c) {
     fence_ps_ += sim_.now() - ch.stall_since;
     ch.stalled = false;
   }
-  ring_post(c, ch.post_pc);
-  if (ch.at_barrier) pass_barrier(c);
+  ring_post(c, ch.pc - 1);
   ring_advance(c);
 }
 
@@ -100,22 +87,17 @@ void NcclCollectiveModel::cta_step(std::uint32_t c) {
   const SliceOp& op = ring_.channels[c][ch.pc];
   if (ch.issue_off >= op.bytes) {
     ch.busy = false;
-    ch.at_barrier = true;
-    if (pass_barrier(c)) ring_advance(c);
+    end_slice(c);
+    ring_advance(c);
     return;
   }
   std::uint64_t b = op.bytes - ch.issue_off;
   if (prim_send(op.prim)) {
-    if (egress_bound_ && egress_bytes_[c] >= egress_bound_) {  // the SM's store path is full
-      ch.egress_blocked = true;
-      ch.egress_since = sim_.now();
-      return;
-    }
     b = std::min<std::uint64_t>(bulk_bytes_, b);
     emit_data(c, op, ch.issue_off, b);
   }
   ch.issue_off += b;
-  schedule(sim_.now() + serialization_ps(b, cta_rate(c, ch.pc, op.prim)), kCtaStep, 0, c);
+  schedule(sim_.now() + serialization_ps(b, prim_rate_[static_cast<int>(op.prim)]), kCtaStep, 0, c);
 }
 
 // A primitive's CTA rate by its load/store shape: collective.cta_<shape>_gbps where set (> 0),
@@ -144,36 +126,20 @@ void NcclCollectiveModel::init_prim_rates(const Params& p) {
   set(Prim::kRecvReduceCopySend, reduce_send);
 }
 
-// The slice's CTA rate: its primitive's rate, its time varied per (GPU, channel, slice) by a
-// seeded normal factor 1 + cv z (cv = collective.cta_jitter_cv, z truncated at 3 sigma). A
-// counter-based hash, not a generator, so the draw does not depend on event order.
-double NcclCollectiveModel::cta_rate(std::uint32_t c, std::size_t slice, Prim prim) const {
-  const double base = prim_rate_[static_cast<int>(prim)];
-  if (jitter_cv_ <= 0) return base;
-
-                                 const std::uint64_t k = mix64(seed_ ^ mix64((static_cast<std::uint64_t>(node_) << 48) ^ (static_cast<std::uint64_t>(c) << 32) ^ slice));
-  const double u1 = (static_cast<double>(k >> 11) + 0.5) / 9007199254740992.0;
-  const double u2 = static_cast<double>(mix64(k) >> 11) / 9007199254740992.0;
-  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  z = std::max(-3.0, std::min(3.0, z));
-  return base / (1.0 + jitter_cv_ * z);
-}
-
 void NcclCollectiveModel::emit_data(std::uint32_t c, const SliceOp& op, std::uint64_t off,
                                     std::uint64_t b) {
   RingChan& ch = chans_[c];
   const std::uint64_t addr = (static_cast<std::uint64_t>(next_rank()) << 40) | (op.offset + off);
   const PacketHandle h =
       make(proto::PKT_WRITE, next_rank(), addr, b, wire_flits(b),
-           make_tag(c, kData, prim_sends_final(op.prim), send_parity(ch)));
+           make_tag(c, kData, prim_sends_final(op.prim), 0));
   if (functional_) {
     auto& v = sim_.packets()[h].values;
     for (std::uint64_t i = (op.offset + off) / kElemBytes; i < (op.offset + off + b) / kElemBytes; ++i)
       v.push_back(result_val(op.prim, i));
   }
   data_tx_bytes_ += b;
-  egress_bytes_[c] += b;
-  ++ch.unacked[send_parity(ch)];
+  ++ch.unacked;
   ++unacked_total_;
   enqueue(h, kReqVc);
 }
@@ -230,9 +196,8 @@ void NcclCollectiveModel::on_write_ack(std::uint64_t tag) {
   if (tag_kind(tag) == kData) {
     const std::uint32_t c = tag_channel(tag);
     RingChan& ch = chans_[c];
-    const auto parity = static_cast<std::uint8_t>(tag_seq(tag) & 1);
-    if (ch.unacked[parity] == 0) throw InvariantError(name() + ": unexpected write ack");
-    if (--ch.unacked[parity] == 0 && ch.posting && ch.post_parity == parity) finish_post(c);
+    if (ch.unacked == 0) throw InvariantError(name() + ": unexpected write ack");
+    if (--ch.unacked == 0 && ch.posting) finish_post(c);
   }
   update_finish();
 }

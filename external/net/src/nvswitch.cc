@@ -146,11 +146,7 @@ void NvSwitch::handle(const Event& e) {
       return allocate();
     case kPortFree:
       try_select(e.arg32);
-      if (swa_.has_requests(static_cast<std::uint32_t>(e.arg))) {
-        request_allocation(static_cast<std::uint32_t>(e.arg));
-      } else if (params_.output_aware_inputs) {
-        redirect_to(static_cast<std::uint32_t>(e.arg));
-      }
+      if (swa_.has_requests(static_cast<std::uint32_t>(e.arg))) request_allocation(static_cast<std::uint32_t>(e.arg));
       return;
     case kInject: {
       const auto h = static_cast<PacketHandle>(e.arg);
@@ -278,56 +274,12 @@ void NvSwitch::head_changed(std::uint32_t in, std::uint32_t vc) {
 }
 
 void NvSwitch::try_select(std::uint32_t in) {
-  std::int32_t vc;
-  if (params_.output_aware_inputs) {
-    const std::uint64_t free_vcs = free_output_vcs(in);
-    // A pending request for a busy output gives way when another ready VC's output is free.
-    if (free_vcs && swa_.selected(in) >= 0 && swa_.input_busy_until(in) <= sim_.now() &&
-        out_[swa_.requested_output(in)].channel().free_at() > sim_.now())
-      swa_.withdraw(in);
-    vc = swa_.select_preferring(in, sim_.now(), free_vcs);
-  } else {
-    vc = swa_.select(in, sim_.now());
-  }
+  const std::int32_t vc = swa_.select(in, sim_.now());
   if (vc < 0) return;
   swa_.request(in, static_cast<std::uint32_t>(vc), in_[in].head(static_cast<std::uint32_t>(vc)).out_port);
   if (!allocate_pending_) {
     allocate_pending_ = true;
     schedule(sim_.now(), kAllocate);
-  }
-}
-
-// Ready VCs of input `in` whose head packet's output is free and unrequested.
-std::uint64_t NvSwitch::free_output_vcs(std::uint32_t in) const {
-  std::uint64_t mask = 0, m = swa_.ready_mask(in);
-  while (m) {
-    const auto v = static_cast<std::uint32_t>(__builtin_ctzll(m));
-    m &= m - 1;
-    const std::uint32_t o = in_[in].queue(v).front().out_port;
-    if (out_[o].channel().free_at() <= sim_.now() && !swa_.has_requests(o)) mask |= 1ull << v;
-  }
-  return mask;
-}
-
-// Output `out` fell idle with nobody asking for it: the first input (in index order) whose
-// pending request waits on a busy output and that holds a ready packet for `out` moves its
-// request here.
-void NvSwitch::redirect_to(std::uint32_t out) {
-  const TimePs now = sim_.now();
-  for (std::uint32_t in = 0; in < in_.size(); ++in) {
-    if (swa_.selected(in) < 0 || swa_.input_busy_until(in) > now) continue;
-    const std::uint32_t cur = swa_.requested_output(in);
-    if (cur == out || out_[cur].channel().free_at() <= now) continue;
-    std::uint64_t m = swa_.ready_mask(in);
-    while (m) {
-      const auto v = static_cast<std::uint32_t>(__builtin_ctzll(m));
-      m &= m - 1;
-      if (in_[in].queue(v).front().out_port != out) continue;
-      swa_.withdraw(in);
-      swa_.request(in, v, out);
-      request_allocation(out);
-      return;
-    }
   }
 }
 

@@ -41,17 +41,14 @@ RouterParams RouterParams::from(const Sim& sim) {
   r.credit_ps = delay_ps(p, "net.credit_delay_ns");
   r.stats_bin_ps = p.get_time_ps("net.stats_bin_ns", 1000);  // every packet fills its bins one by one
   r.sw_alloc_patience = static_cast<std::uint32_t>(p.get_uint("net.sw_alloc_patience"));
-  r.output_aware_inputs = p.has("net.sw_input_select") &&
-                          p.get_enum("net.sw_input_select", {"first_ready", "output_aware"}) == "output_aware";
   r.output_queue_flits = p.has("net.output_queue_flits")
                              ? static_cast<std::uint32_t>(p.get_uint("net.output_queue_flits"))
                              : 0;
   r.flit_level = p.has("net.sw_alloc_granularity") &&
                  p.get_enum("net.sw_alloc_granularity", {"packet", "flit"}) == "flit";
-  if (r.flit_level && (r.output_aware_inputs || r.output_queue_flits))
+  if (r.flit_level && r.output_queue_flits)
     throw ConfigError("net.sw_alloc_granularity",
-                      "flit allocation interleaves flits itself: use it with net.sw_input_select=first_ready and "
-                      "net.output_queue_flits=0");
+                      "flit allocation interleaves flits itself: use it with net.output_queue_flits=0");
   r.traffic_control = p.get_bool("net.traffic_control");
   r.functional = p.get_bool("net.functional");
   r.features = split_features(p.get_string("net.features"));

@@ -14,7 +14,6 @@ void SwitchAllocator::init(std::uint32_t inputs, std::uint32_t outputs, std::uin
   for (auto& a : out_arb_) a.init(inputs);
   ready_.assign(inputs, 0);
   sel_.assign(inputs, -1);
-  sel_out_.assign(inputs, 0);
   in_busy_.assign(inputs, 0);
   losses_.assign(inputs, 0);
   requests_.assign(outputs, {});
@@ -23,23 +22,13 @@ void SwitchAllocator::init(std::uint32_t inputs, std::uint32_t outputs, std::uin
   grants_ = 0;
 }
 
-std::int32_t SwitchAllocator::select_preferring(std::uint32_t in, TimePs now, std::uint64_t preferred) const {
+std::int32_t SwitchAllocator::select(std::uint32_t in, TimePs now) const {
   if (sel_[in] >= 0 || in_busy_[in] > now) return -1;
-  const std::uint64_t p = preferred & ready_[in];
-  return in_arb_[in].pick_mask(p ? p : ready_[in]);
-}
-
-void SwitchAllocator::withdraw(std::uint32_t in) {
-  if (sel_[in] < 0) return;
-  auto& r = requests_[sel_out_[in]];
-  r.erase(std::find(r.begin(), r.end(), in));
-  sel_[in] = -1;
-  losses_[in] = 0;
+  return in_arb_[in].pick_mask(ready_[in]);
 }
 
 void SwitchAllocator::request(std::uint32_t in, std::uint32_t vc, std::uint32_t out) {
   sel_[in] = static_cast<std::int32_t>(vc);
-  sel_out_[in] = out;
   requests_[out].push_back(in);
   mark_dirty(out);
 }

@@ -239,13 +239,7 @@ struct Case {
   std::uint32_t vc_depth = 8192;
   double cta_bw = 0.0;
   bool member_acks = false;
-  bool overlap_fence = false;  // the harness defaults (the validated model)
-  std::string egress = "fifo";
-  std::uint64_t egress_bound = 0;
-  double jitter_cv = 0.0;
   std::uint32_t writes_per_response = 1;
-  std::uint32_t paired_ctas = 8;
-  double paired_weight = 1.0;
   std::array<double, 4> prim_gbps{};  // copy, copy_send, reduce, reduce_send; 0: cta_bw
   double kernel_overhead_ns = 0.0;
 };
@@ -329,14 +323,8 @@ proto::Configure make_config(const Case& k) {
   m["collective.functional"] = pv_bool(k.functional);
   m["collective.start_ns"] = pv_dbl(0.0);
   m["collective.cta_bw_gbps"] = pv_dbl(k.cta_bw);
-  m["collective.overlap_fence"] = pv_bool(k.overlap_fence);
-  m["collective.egress"] = pv_str(k.egress);
-  m["collective.egress_bound_bytes"] = pv_int(static_cast<std::int64_t>(k.egress_bound));
-  m["collective.cta_jitter_cv"] = pv_dbl(k.jitter_cv);
   m["collective.writes_per_response"] = pv_int(k.writes_per_response);
   m["collective.kernel_overhead_ns"] = pv_dbl(k.kernel_overhead_ns);
-  m["collective.paired_ctas"] = pv_int(k.paired_ctas);
-  m["collective.paired_tpc_weight"] = pv_dbl(k.paired_weight);
   m["collective.cta_copy_gbps"] = pv_dbl(k.prim_gbps[0]);
   m["collective.cta_copy_send_gbps"] = pv_dbl(k.prim_gbps[1]);
   m["collective.cta_reduce_gbps"] = pv_dbl(k.prim_gbps[2]);
@@ -496,7 +484,6 @@ TEST(NcclCollectiveModel, ChannelTimeIsAccountedFor) {
   // every slice byte once at cta_bw.
   Case k = timing_case(4, 4 << 20, 256 << 10, 4);
   k.cta_bw = 20.0;
-  k.overlap_fence = false;  // every fence is exposed, so fence_ps > 0
   auto o = run_case(k);
   const RingParams rp{CollOp::kAllReduce, k.gpus, k.bytes, k.channels, k.chunk, 2, 16};
   for (std::uint32_t g = 0; g < k.gpus; ++g) {
@@ -576,58 +563,6 @@ Case paced_case() {
   return k;
 }
 
-TEST(NcclCollectiveModel, OverlappedFencesHideTheResponseRoundTrip) {
-  // NCCL's post warp fences slice k while the workers copy slice k+1: the workers then wait
-  // for fences only when a fence outlasts a whole slice, so their fence time drops and the
-  // collective is no slower; values stay exact in every egress mode.
-  Case k = paced_case();
-  double fence[2], finish[2];
-  for (int overlap = 0; overlap < 2; ++overlap) {
-    k.overlap_fence = overlap;
-    auto o = run_case(k);
-    expect_functional_ok(k, o, k.bytes / 4);
-    fence[overlap] = o.get("gpu0.collective.fence_ps");
-    finish[overlap] = o.finish_us;
-  }
-  EXPECT_GT(fence[0], 0);
-  EXPECT_LT(fence[1], 0.25 * fence[0]);
-  EXPECT_LE(finish[1], finish[0]);
-  for (const char* egress : {"fifo", "round_robin"}) {
-    k.egress = egress;
-    k.egress_bound = 4096;
-    k.cta_bw = 200.0;  // faster than the links: the bound stalls the CTAs
-    auto o = run_case(k);
-    expect_functional_ok(k, o, k.bytes / 4);
-    EXPECT_GT(o.get("gpu0.collective.egress_wait_ps"), 0) << egress;
-  }
-}
-
-TEST(NcclCollectiveModel, RoundRobinEgressLetsAFlagPassOtherChannelsData) {
-  // In one FIFO a channel's tail flag waits behind every byte the other channels queued before
-  // it; served round robin it waits for one packet per channel. With CTAs faster than the
-  // links the queues are long, so the channels wait less for data.
-  Case k = timing_case(2, 4 << 20, 256 << 10, 8, 4);
-  k.cta_bw = 200.0;
-  k.overlap_fence = true;  // workers run ahead of their fences: the queues hold several slices
-  double wait[2];
-  for (int rr = 0; rr < 2; ++rr) {
-    k.egress = rr ? "round_robin" : "fifo";
-    wait[rr] = run_case(k).get("gpu0.collective.wait_data_ps");
-  }
-  EXPECT_LT(wait[1], wait[0]);
-}
-
-TEST(NcclCollectiveModel, CtaJitterIsSeededAndKeepsValuesExact) {
-  Case k = paced_case();
-  const double plain = run_case(k).finish_us;
-  k.jitter_cv = 0.05;
-  auto a = run_case(k), b = run_case(k);
-  expect_functional_ok(k, a, k.bytes / 4);
-  EXPECT_EQ(a.finish_us, b.finish_us);  // same seed, same time
-  EXPECT_NE(a.finish_us, plain);
-  EXPECT_NEAR(a.finish_us / plain, 1.0, 0.05);
-}
-
 TEST(NcclCollectiveModel, FewerWriteResponsesRaiseTheRingCeiling) {
   // One response flit per two 128 B writes: the reverse direction carries 8 instead of 16 B of
   // responses per write, so a link-bound ring all_reduce gets faster (ceiling 128/152 instead
@@ -644,41 +579,6 @@ TEST(NcclCollectiveModel, FewerWriteResponsesRaiseTheRingCeiling) {
   expect_functional_ok(k, o, k.bytes / 4);
   EXPECT_LT(o.finish_us, one * 0.99);
   EXPECT_GT(o.finish_us, one * 152.0 / 160.0 * 0.97);
-}
-
-// Two GPUs, 8 channels whose CTAs together outrun the links (all_gather: the link carries
-// data only while a channel runs copySend, so the channels compete in that phase).
-Case contended_case() {
-  Case k = timing_case(2, 8 << 20, 256 << 10, 8, 4);
-  k.op = "all_gather";
-  k.cta_bw = 120.0;
-  return k;
-}
-double channel_spread(const Outcome& o) {
-  return o.get("gpu0.collective.finish_time") - o.get("gpu0.collective.first_channel_done");
-}
-
-TEST(NcclCollectiveModel, TpcRoundRobinHoldsBackChannelsThatShareATpc) {
-  // Served TPC by TPC, the two CTAs of a shared TPC get half the share of a CTA alone on its
-  // TPC: the lone channels finish well before the shared ones (served channel by channel, all
-  // finish together). Without shared TPCs it is plain round robin.
-  Case k = contended_case();
-  k.egress = "round_robin";
-  const auto rr = run_case(k);
-  k.egress = "tpc_round_robin";
-  k.paired_ctas = 0;
-  const auto alone = run_case(k);
-  EXPECT_EQ(alone.finish_us, rr.finish_us);
-  EXPECT_EQ(channel_spread(alone), channel_spread(rr));
-  k.paired_ctas = 4;
-  const auto tpc = run_case(k);
-  EXPECT_GT(channel_spread(tpc), 1.5 * channel_spread(rr));
-  k.paired_weight = 0.5;  // shared TPCs served at half weight: they fall further behind
-  const auto half = run_case(k);
-  EXPECT_GT(channel_spread(half), channel_spread(tpc));
-  k.functional = true;
-  k.bytes = 1 << 20;
-  expect_functional_ok(k, run_case(k), k.bytes / 4);
 }
 
 TEST(NcclCollectiveModel, PrimitiveRatesDefaultToTheCtaRate) {
@@ -725,18 +625,9 @@ TEST(NcclCollectiveModel, RejectsBadConfig) {
   EXPECT_THROW(run_case(k), ConfigError);
   k.vc_depth = 8192;
   k.multiple = 1;
-  k.egress = "lifo";
-  EXPECT_THROW(run_case(k), ConfigError);
-  k.egress = "fifo";
   k.writes_per_response = 0;
   EXPECT_THROW(run_case(k), ConfigError);
   k.writes_per_response = 1;
-  k.jitter_cv = -0.1;
-  EXPECT_THROW(run_case(k), ConfigError);
-  k.jitter_cv = 0.0;
-  k.paired_weight = 0.0;
-  EXPECT_THROW(run_case(k), ConfigError);
-  k.paired_weight = 1.0;
   k.prim_gbps[1] = -1.0;
   EXPECT_THROW(run_case(k), ConfigError);
   k.prim_gbps[1] = 0.0;

@@ -209,8 +209,7 @@ struct NvlsRun {
   }
 };
 
-void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false,
-         const std::string& input_select = "first_ready", long output_queue_flits = 0,
+void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false, long output_queue_flits = 0,
          const std::string& granularity = "packet", long vcs = 2) {
   auto b = testing::xbar(kGpus);
   b.net_params(vcs, vc_depth_flits);
@@ -220,7 +219,6 @@ void run(NvlsRun& r, std::uint32_t vc_depth_flits, bool member_acks = false,
   b.set_d("net.nvls.multicast_delay_ns", kMulticastNs);
   b.set_d("net.nvls.reduce_delay_ns", kReduceNs);
   b.set_b("net.nvls.member_acks", member_acks);
-  b.set_s("net.sw_input_select", input_select);
   if (output_queue_flits) b.set("net.output_queue_flits", output_queue_flits);
   b.set_s("net.sw_alloc_granularity", granularity);
   r.script.ack_copies = member_acks;
@@ -256,7 +254,7 @@ void run_all_multicast(NvlsRun& r, std::uint64_t stores, std::uint32_t bytes = 1
   for (std::uint32_t g = 0; g < kGpus; ++g)
     for (std::uint64_t k = 0; k < stores; ++k)
       r.script.sends.push_back({g, multimem(proto::PKT_MM_ST, (std::uint64_t{g} << 32) + 128 * k, k, bytes, {double(g)})});
-  run(r, 2 * flits_for(bytes, 16, 1), false, "first_ready", 0, granularity, vcs);
+  run(r, 2 * flits_for(bytes, 16, 1), false, 0, granularity, vcs);
 }
 
 // ------------------------------------------------------------------ tests
@@ -456,7 +454,7 @@ struct BusyOutputRun {
   TimePs ack_at = 0;       // the response to the busy output 7
   TimePs last_big_at = 0;  // the last 4 KiB write to output 7
 };
-BusyOutputRun run_busy_output(const std::string& input_select, long output_queue_flits) {
+BusyOutputRun run_busy_output(long output_queue_flits) {
   NvlsRun r;
   Packet big;
   big.type = proto::PKT_WRITE;
@@ -476,42 +474,31 @@ BusyOutputRun run_busy_output(const std::string& input_select, long output_queue
   w.dst = 5;
   w.payload_bytes = 1024;
   r.script.sends.push_back({0, w, 301 * kNs});
-  run(r, 2 * flits_for(4096, 16, 1), false, input_select, output_queue_flits);
+  run(r, 2 * flits_for(4096, 16, 1), false, output_queue_flits);
   BusyOutputRun out;
   const auto writes = r.of_type(proto::PKT_WRITE);
-  EXPECT_EQ(writes.size(), 9u) << input_select << ", queue " << output_queue_flits;
+  EXPECT_EQ(writes.size(), 9u) << "queue " << output_queue_flits;
   for (const auto& x : writes) {
     TimePs& t = x.gpu == 5 ? out.write_at : out.last_big_at;
     t = std::max(t, x.t);
   }
   const auto acks = r.of_type(proto::PKT_WRITE_ACK);
-  EXPECT_EQ(acks.size(), 1u) << input_select << ", queue " << output_queue_flits;
+  EXPECT_EQ(acks.size(), 1u) << "queue " << output_queue_flits;
   if (!acks.empty()) out.ack_at = acks[0].t;
   return out;
 }
 
 const TimePs kWriteTailIn = 301 * kNs + serialisation(1024) + kLinkNs * kNs;  // the write's tail at the switch
 
-TEST(SwitchAllocation, OutputAwareInputsLetDataPassAResponseForABusyOutput) {
-  // first_ready: input 0 requests output 7 for the response and the write waits behind it until
-  // output 7 grants (~520 ns); output_aware: the write to the free output goes as soon as its
-  // tail is in.
-  const BusyOutputRun first = run_busy_output("first_ready", 0), aware = run_busy_output("output_aware", 0);
-  std::cout << "  write to the free output arrives at " << first.write_at / kNs << " ns (first_ready), "
-            << aware.write_at / kNs << " ns (output_aware)\n";
-  EXPECT_LT(aware.write_at, kWriteTailIn + 10 * kNs);                   // output_aware: no wait
-  EXPECT_GT(first.write_at, aware.write_at + serialisation(1024));  // first_ready: blocked
-}
-
-// The same with first_ready inputs and an output queue: once output 7 may queue a whole 4 KiB
-// packet behind the one on its wire, the response crosses into that queue at once and input 0's
-// write to the free output 5 follows it; a queue of one flit admits nothing while output 7
-// streams, so the write waits as without a queue. Output 7's link is shared, not lost: its last
-// 4 KiB write arrives at most one response time later than without the queue.
+// Without an output queue input 0 requests output 7 for the response and the write waits behind
+// it until output 7 grants (~520 ns). Once output 7 may queue a whole 4 KiB packet behind the
+// one on its wire, the response crosses into that queue at once and input 0's write to the free
+// output 5 follows it; a queue of one flit admits nothing while output 7 streams, so the write
+// waits as without a queue. Output 7's link is shared, not lost: its last 4 KiB write arrives
+// at most one response time later than without the queue.
 TEST(SwitchAllocation, AnOutputQueueLetsAResponseCrossWithoutHoldingItsInput) {
   const long packet_queue = flits_for(4096, 16, 1) + 1;
-  const BusyOutputRun none = run_busy_output("first_ready", 0), flit = run_busy_output("first_ready", 1),
-                      packet = run_busy_output("first_ready", packet_queue);
+  const BusyOutputRun none = run_busy_output(0), flit = run_busy_output(1), packet = run_busy_output(packet_queue);
   std::cout << "  write to the free output arrives at " << none.write_at / kNs << " / " << flit.write_at / kNs
             << " / " << packet.write_at / kNs << " ns (output queue 0 / 1 / " << packet_queue << " flits)\n";
   // One flit of queue: the response goes one flit time early, nothing passes a streaming output.

@@ -113,8 +113,6 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   // The head of (in, vc) changed or may have become ready: VC allocation, then stage 1.
   void head_changed(std::uint32_t in, std::uint32_t vc);
   void try_select(std::uint32_t in);
-  std::uint64_t free_output_vcs(std::uint32_t in) const;  // net.sw_input_select=output_aware
-  void redirect_to(std::uint32_t out);
   void request_allocation(std::uint32_t out);
   void allocate();
   // Output `out` may take a packet now: its link is idle, or (net.output_queue_flits > 0) at

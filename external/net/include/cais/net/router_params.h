@@ -20,11 +20,6 @@ struct RouterParams {
   TimePs credit_ps = 0;
   TimePs stats_bin_ps = 1000000;
   std::uint32_t sw_alloc_patience = 2;  // lost arbitrations before an input moves on (0: never)
-  // Stage 1 of switch allocation: an input picks its next ready VC round-robin (first_ready,
-  // BookSim's separable input-first), or prefers a VC whose output is free (output_aware; at
-  // packet granularity this lets e.g. a data packet pass a response that waits for a busy
-  // output, as flit interleaving would).
-  bool output_aware_inputs = false;
   // Flits an output may hold queued for its link beyond the packet on the wire (0: none, an
   // output takes a packet only when its link is idle). With a queue, a granted input is busy
   // only while the packet crosses the crossbar at the input's rate, not until the output has

@@ -8,11 +8,9 @@
 // packet granularity it costs a whole packet time, so a purely sticky input (patience 0)
 // under-estimates BookSim's saturation throughput (8x8 uniform: 0.62 vs 0.69), an input that
 // moves on after every loss over-estimates it (0.81); patience 2 matches (0.68), see
-// docs/VALIDATION.md. With net.sw_input_select=output_aware the router instead has an input
-// prefer VCs whose output is free (select_preferring) and withdraw a request that waits on a
-// busy output when another VC could go (withdraw). Stage 2 (output arbiters): a free output
-// grants one of the inputs requesting it, round-robin. A granted input and output stay busy while the packet streams through the
-// crossbar. There is no polling: the router calls select() when an input becomes free or one
+// docs/VALIDATION.md. Stage 2 (output arbiters): a free output grants one of the inputs
+// requesting it, round-robin. A granted input and output stay busy while the packet streams
+// through the crossbar. There is no polling: the router calls select() when an input becomes free or one
 // of its VCs becomes ready, and grant() when an output becomes free or gets a new request.
 #pragma once
 #include <cstdint>
@@ -74,14 +72,8 @@ class SwitchAllocator {
   bool ready(std::uint32_t in, std::uint32_t vc) const { return (ready_[in] >> vc) & 1u; }
   // Stage 1: if `in` is free and has no request, pick a ready VC round-robin (-1 if none); the
   // caller then files the request for the VC's output with request().
-  std::int32_t select(std::uint32_t in, TimePs now) const { return select_preferring(in, now, 0); }
-  // Same, but among the ready VCs in `preferred` when there are any (output-aware selection).
-  std::int32_t select_preferring(std::uint32_t in, TimePs now, std::uint64_t preferred) const;
-  std::uint64_t ready_mask(std::uint32_t in) const { return ready_[in]; }
-  std::uint32_t requested_output(std::uint32_t in) const { return sel_out_[in]; }
+  std::int32_t select(std::uint32_t in, TimePs now) const;
   void request(std::uint32_t in, std::uint32_t vc, std::uint32_t out);
-  // Take back the pending request of `in` (it will request another output).
-  void withdraw(std::uint32_t in);
 
   // Output side.
   bool has_requests(std::uint32_t out) const { return !requests_[out].empty(); }
@@ -105,7 +97,6 @@ class SwitchAllocator {
   std::vector<RoundRobinArbiter> in_arb_, out_arb_;
   std::vector<std::uint64_t> ready_;
   std::vector<std::int32_t> sel_;
-  std::vector<std::uint32_t> sel_out_;
   std::vector<TimePs> in_busy_;
   std::vector<std::uint32_t> losses_;  // lost arbitrations since the input's last grant
   std::vector<std::vector<std::uint32_t>> requests_;
