@@ -88,12 +88,14 @@ def test_a_stream_that_starts_beside_a_running_gemm_gets_its_small_l1(engines):
 
 
 def test_the_measured_clock_is_not_an_input(engines):
-    """Every row runs at the burst clock (the maximum boost clock unless gpu.clock_mhz fixes one),
-    whatever clock NVML read while the measured pair ran."""
+    """Every row runs at the power model's burst clocks (the GEMM's while it runs, the maximum
+    while only the streaming kernel does; gpu.clock_mhz fixes one), whatever clock NVML read
+    while the measured pair ran."""
     rows = pd.DataFrame([dict(ROWS[0], sm_clock_mhz=1860.0), dict(ROWS[0], sm_clock_mhz=1395.0)])
     out = vc.simulate_rows(rows, {"gpu.launch_skew_ns": 0.0}, jobs=1)
     assert out.loc[0, SIM].tolist() == out.loc[1, SIM].tolist()
-    assert vc.burst_clock_mhz({}) == 1980.0 and vc.burst_clock_mhz({"gpu.clock_mhz": 1620.0}) == 1620.0
+    assert vc.burst_clock_mhz({}) == 1650.0 and vc.burst_clock_mhz({}, "memory") == 1980.0
+    assert vc.burst_clock_mhz({"gpu.clock_mhz": 1620.0}) == 1620.0
     slow = vc.simulate_rows(rows[:1], {"gpu.launch_skew_ns": 0.0, "gpu.clock_mhz": 990.0}, jobs=1)
     assert slow["sim_gemm_alone_us"][0] > 1.3 * out["sim_gemm_alone_us"][0]  # the launch does not scale
 

@@ -30,6 +30,17 @@ def test_settled_clock_is_the_highest_step_within_the_limit():
     assert power.settled_clock_mhz(132, "tensor", lower_limit) < power.settled_clock_mhz(132, "tensor", P)
 
 
+def test_a_burst_runs_between_the_settled_and_the_maximum_clock():
+    """Before the power controller settles, a GEMM on every SM is held under the burst limit: the
+    SMs' counters read 1606-1696 MHz in H200 bursts of 132-CTA GEMMs (h200_burst_clock.csv), the
+    sustained clock is ~1400; a memory-bound burst stays at the maximum clock."""
+    burst, settled = power.burst_clock_mhz(132, "tensor", P), power.settled_clock_mhz(132, "tensor", P)
+    assert settled < burst < P["max_clock_mhz"] and 1600 <= burst <= 1700
+    assert power.board_power_w(burst, 132, "tensor", P) <= P["power_burst_limit_w"]
+    assert power.board_power_w(burst + 15, 132, "tensor", P) > P["power_burst_limit_w"]
+    assert power.burst_clock_mhz(132, "memory", P) == P["max_clock_mhz"]
+
+
 def test_unknown_load_kind_is_refused():
     with pytest.raises(ValueError, match="allowed: tensor, memory"):
         power.settled_clock_mhz(132, "video", P)

@@ -7,8 +7,9 @@ harness/data/measured/h100_concurrent.csv). Per row it builds one tile-ISA workl
 GEMM (the recorded cuBLAS plan for the row's name and shape, else the heuristic, as
 validate_kernels) and the streaming kernel of harness.gpu.stream_kernel on its own stream;
 `order` says which is launched first (stream_first / gemm_first) and the second launch is
-released start_gap_us later (when the host launched it: a condition of the experiment). Every row
-runs at burst_clock_mhz (the measured sm_clock_mhz is kept for comparison, not used). It runs that workload, and each kernel alone, on the Hopper
+released start_gap_us later (when the host launched it: a condition of the experiment). The SM
+clock is burst_clock_mhz of the load running: the GEMM's while it runs, the streaming kernel's
+otherwise (the measured sm_clock_mhz is kept for comparison, not used). It runs that workload, and each kernel alone, on the Hopper
 engine (one GPU, no network) and adds sim_gemm_us, sim_stream_us, sim_makespan_us (from each
 kernel's first CTA to its end, as CUPTI timed the measured kernels: _spans),
 sim_gemm_alone_us, sim_stream_alone_us and, where measured, err_*_pct = 100 (sim - measured) /
@@ -29,7 +30,7 @@ from harness import REPO_ROOT
 from harness.errors import ConfigError
 from harness.experiments import _input_csv
 from harness.experiments import validate_kernels as vk
-from harness.gpu import kernels, standalone, stream_kernel
+from harness.gpu import kernels, power, standalone, stream_kernel
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "concurrent_h100.csv"
 REQUIRED = ("name", "M", "N", "K", "stream_kind", "ctas", "bytes", "order", "start_gap_us")
@@ -118,15 +119,18 @@ def _duration(spans: list[tuple[float, float]]) -> float:
     return max(e for _, e in spans) - min(r for r, _ in spans)
 
 
-def burst_clock_mhz(params: dict[str, Any]) -> float:
-    """The SM clock of every row: gpu.clock_mhz where the user fixed one, else the GPU's maximum
-    boost clock. The measured pairs ran in bursts of about 60 ms from an idle, cool GPU (33-45
-    C), shorter than the power controller takes to settle, and NVML read 1860-1980 MHz during
-    them; the power model's settled clock (harness/gpu/power.py: ~1400 MHz for a 132-SM GEMM)
-    is that of sustained load. The measured clock (column sm_clock_mhz) is not an input."""
+def burst_clock_mhz(params: dict[str, Any], kind: str = "tensor") -> float:
+    """The SM clock of `kind` kernels in these rows: gpu.clock_mhz where the user fixed one, else
+    the power model's burst clock on every SM (harness/gpu/power.py burst_clock_mhz): while a
+    GEMM runs 1650 MHz on an H100's 132 SMs, while only the streaming kernel runs (memory-bound,
+    its power the memory system's) the maximum clock. The measured pairs ran in bursts of about
+    60 ms from an idle, cool GPU, shorter than the power controller takes to settle to the
+    sustained clock (~1400 MHz); NVML read 1860-1980 MHz during them, which is not the clock the
+    SMs ran at (an H200's own cycle counters read 1600-1780 MHz in such bursts,
+    h200_burst_clock.csv). The measured clock (column sm_clock_mhz) is not an input."""
     full = standalone.gpu_params(dict(params))  # the defaults under what params sets
     fixed = float(full["gpu.clock_mhz"])
-    return fixed if fixed > 0 else float(full["gpu.max_clock_mhz"])
+    return fixed if fixed > 0 else power.burst_clock_mhz(int(full["gpu.num_sms"]), kind, full)
 
 
 def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:
@@ -144,10 +148,12 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         jobs_ov.append(ov)
         return len(jobs_wl) - 1
 
-    clock = burst_clock_mhz(base)
+    # The clock follows the load (gpu.clock_mhz_without_mma): the GEMM's burst clock while it runs.
+    clock, without_mma = burst_clock_mhz(base, "tensor"), burst_clock_mhz(base, "memory")
     for _, row in df.iterrows():
         ov = dict(base)
         ov["gpu.clock_mhz"] = clock
+        ov["gpu.clock_mhz_without_mma"] = without_mma
         gwl, desc = gemm_workload(row, ov)
         cfgs.append(desc)
         pwl = pair_workload(gwl, row)

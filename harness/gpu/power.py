@@ -12,8 +12,12 @@ highest f with P <= the power limit, capped at the maximum boost clock. An H100 
 of a large GEMM hits its 700 W limit at ~1350-1450 MHz; on a 66-SM partition at ~1700-1850 MHz;
 on 33 SMs it stays at 1980 MHz (harness/data/measured/h100_power.csv, scripts/fit_power.py).
 
-Real power management settles over milliseconds, far longer than one kernel, so one clock per
-run (or per validated kernel) is the model: ``gpu.clock_mhz`` = 0 asks for it, > 0 fixes it.
+Real power management settles over tens of milliseconds, far longer than one kernel, so one clock
+per run (or per validated kernel) is the model: ``gpu.clock_mhz`` = 0 asks for it, > 0 fixes it.
+Before it settles a fast limiter holds board power under a higher limit within microseconds
+(``power_burst_limit_w``): the SMs' own cycle counters read 1600-1780 MHz through 45 ms of
+back-to-back GEMMs from an idle H200 while NVML read 1980 (harness/data/measured/
+h200_burst_clock.csv). ``burst_clock_mhz`` is that clock, for runs that model such bursts.
 """
 from __future__ import annotations
 
@@ -55,9 +59,15 @@ def settled_clock_mhz(active_sms: int, kind: str, p: Mapping[str, Any], step_mhz
     return lo if step_mhz <= 0 else max(step_mhz, step_mhz * int(lo / step_mhz))
 
 
+def burst_clock_mhz(active_sms: int, kind: str, p: Mapping[str, Any], step_mhz: float = 15.0) -> float:
+    """The clock of a burst from an idle GPU, before the power controller settles: the highest
+    clock with board power <= power_burst_limit_w (same model, same steps as settled_clock_mhz)."""
+    return settled_clock_mhz(active_sms, kind, dict(p, power_limit_w=_get(p, "power_burst_limit_w")), step_mhz)
+
+
 # Keys the harness consumes here; the engine sees only the resolved gpu.clock_mhz.
-MODEL_KEYS = ("gpu.max_clock_mhz", "gpu.power_limit_w", "gpu.power_static_w", "gpu.power_tensor_w_per_sm",
-              "gpu.power_memory_w", "gpu.power_voltage_floor")
+MODEL_KEYS = ("gpu.max_clock_mhz", "gpu.power_limit_w", "gpu.power_burst_limit_w", "gpu.power_static_w",
+              "gpu.power_tensor_w_per_sm", "gpu.power_memory_w", "gpu.power_voltage_floor")
 
 
 def resolve_clock(flat: dict[str, Any], kind: str = "tensor") -> dict[str, Any]:

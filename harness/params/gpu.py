@@ -33,10 +33,20 @@ class GpuParams:
     num_sms SMs running tensor-core kernels (harness/gpu/power.py; an H100 at 700 W: 1395 MHz on
     132 SMs, 1815 on 66, 1980 on 33); the run reports it (stat gpu.clock_mhz). > 0: this fixed clock
     (validation runs of a known clock)."""
+    clock_mhz_without_mma: float = 0.0
+    """SM clock (MHz) while no kernel with mma instructions runs on the GPU; 0: clock_mhz. The
+    clock follows the load at kernel boundaries (a power limit binds under tensor-core load, a
+    memory-bound kernel's power stays far below it); experiment=validate_concurrent sets it to the
+    memory-bound burst clock (harness/gpu/power.py)."""
     max_clock_mhz: float = 1980.0
     """Maximum boost SM clock (H100 SXM5: 1980 MHz, nvidia-smi clocks.max.sm)."""
     power_limit_w: float = 700.0
     """Board power limit the clock is throttled to (H100 SXM5: 700 W, NVML enforced limit)."""
+    power_burst_limit_w: float = 802.2
+    """Board power a burst shorter than the power controller's settling (tens of ms) is held
+    under, within microseconds, while NVML still reads the maximum clock: the burst clock
+    (harness/gpu/power.py burst_clock_mhz; experiment=validate_concurrent). Fitted on the SM
+    clocks of GEMM bursts on an H200 (scripts/fit_burst_power.py, h200_burst_clock.csv)."""
     # BEGIN POWER (scripts/fit_power.py --write rewrites these from harness/data/measured/h100_power.csv)
     power_static_w: float = 517.1
     """Board power not proportional to busy SMs under load: idle, HBM, L2, fabric (W; fitted)."""

@@ -206,7 +206,7 @@ bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
   const HopperConfig& cfg = ctx_.cfg;
   SmUnits& sm = sms_[tb.sm];
   if (ins.op() == isa::MMA) {
-    double rate = cfg.tc_flops_per_cycle * cfg.tc_efficiency * cfg.clock_ghz / 1000.0;  // FLOP/ps
+    double rate = cfg.tc_flops_per_cycle * cfg.tc_efficiency * ctx_.clock_ghz / 1000.0;  // FLOP/ps
     if (ins.dtype() == isa::FP8) rate *= 2;
     if (ins.dtype() == isa::FP32) rate *= 0.5;
     const double flops = 2.0 * ins.m() * ins.n() * ins.k();
@@ -221,7 +221,7 @@ bool BlockExecutor::exec_compute(std::uint32_t tbi, const isa::Instr& ins) {
   const double flops = static_cast<double>(ins.elements()) * ins.flops_per_element();
   alu_flops_ += static_cast<std::uint64_t>(flops);
   const TimePs start = std::max(ctx_.now(), sm.alu_busy);
-  sm.alu_busy = start + static_cast<TimePs>(flops / (cfg.alu_flops_per_cycle * cfg.alu_efficiency * cfg.clock_ghz / 1000.0) * tb.jitter + 0.5);
+  sm.alu_busy = start + static_cast<TimePs>(flops / (cfg.alu_flops_per_cycle * cfg.alu_efficiency * ctx_.clock_ghz / 1000.0) * tb.jitter + 0.5);
   ++tb.pc;
   wake_at(tbi, sm.alu_busy);
   return false;

@@ -54,6 +54,9 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.num_sms = static_cast<std::uint32_t>(p.get_uint("gpu.num_sms"));
   if (c.num_sms == 0) throw ConfigError("gpu.num_sms", "must be >= 1");
   c.clock_ghz = p.get_positive("gpu.clock_mhz") / 1000.0;
+  const double without_mma = p.get_double("gpu.clock_mhz_without_mma");
+  if (without_mma < 0) throw ConfigError("gpu.clock_mhz_without_mma", "must be >= 0 (0: gpu.clock_mhz)");
+  c.clock_ghz_without_mma = without_mma > 0 ? without_mma / 1000.0 : c.clock_ghz;
   c.tc_flops_per_cycle = p.get_positive("gpu.tc_flops_per_cycle_per_sm");
   c.alu_flops_per_cycle = p.get_positive("gpu.alu_flops_per_cycle_per_sm");
   c.tc_efficiency = p.get_positive("gpu.tc_efficiency");

@@ -29,6 +29,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.sched = &sched_;
   ctx_.exec = &exec_;
   ctx_.mem = &mem_;
+  ctx_.clock_ghz = cfg_.clock_ghz;  // the rate mem_'s SM ports start at
   ctx_.l1 = &l1_;
   ctx_.remote = &remote_;
   ctx_.ports = &ports_;
@@ -41,6 +42,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
   ctx_.rcache = &rcache_;
   ctx_.has_ports = ports_.init();
   sched_.setup();
+  sched_.set_clock(cfg_.clock_ghz_without_mma);  // until an mma kernel starts
   register_stats();
 }
 

@@ -7,6 +7,7 @@
 #include "cais/errors.h"
 #include "cais/gpu/block_executor.h"
 #include "cais/gpu/l1_staging.h"
+#include "cais/gpu/local_memory.h"
 #include "cais/gpu/sync_flags.h"
 
 namespace cais::gpu {
@@ -160,6 +161,10 @@ void TbScheduler::on_launch_ready(std::uint32_t li) {
   LaunchState& L = launches_[li];
   L.released = true;
   L.start_ps = ctx_.now();
+  if (L.dk->uses_mma) {  // a continuation counts too: its CTAs run after its parent's are done
+    L.counted_mma = true;
+    if (mma_running_++ == 0) set_clock(ctx_.cfg.clock_ghz);
+  }
   // Dispatch after every launch released at this instant, so priorities decide among them.
   request_dispatch();
 }
@@ -472,6 +477,7 @@ void TbScheduler::recheck_dependencies() {
 void TbScheduler::launch_done(LaunchState& L) {
   L.done = true;
   L.end_ps = ctx_.now();
+  if (L.counted_mma && --mma_running_ == 0) set_clock(ctx_.cfg.clock_ghz_without_mma);
   finish_ps_ = std::max(finish_ps_, ctx_.now());
   --launches_left_;
   for (std::uint32_t s : L.successors)
@@ -482,6 +488,13 @@ std::size_t TbScheduler::dep_waiting() const {
   std::size_t n = 0;
   for (const auto& L : launches_) n += L.dep_waiters.size();
   return n;
+}
+
+void TbScheduler::set_clock(double ghz) {
+  if (ghz == ctx_.clock_ghz) return;
+  ctx_.clock_ghz = ghz;
+  const HopperConfig& c = ctx_.cfg;
+  ctx_.mem->set_sm_port_bytes_per_ps(ghz == c.clock_ghz ? c.sm_port_bytes_per_ps : c.sm_port_bytes_per_ps * ghz / c.clock_ghz);
 }
 
 }  // namespace cais::gpu

@@ -183,6 +183,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   auto put_i = [&](const std::string& k, std::int64_t v) { (*c.mutable_params())[k].set_i(v); };
   put_i("gpu.num_sms", sms);
   put_d("gpu.clock_mhz", 1000.0);  // 1 GHz: 1 cycle = 1 ns
+  put_d("gpu.clock_mhz_without_mma", 0.0);  // the same clock whatever runs
   put_i("gpu.tc_flops_per_cycle_per_sm", 4096);
   put_i("gpu.alu_flops_per_cycle_per_sm", 256);
   put_i("gpu.max_blocks_per_sm", 32);

@@ -62,6 +62,7 @@ struct GpuContext {
   Component& self;
   const HopperConfig& cfg;
   const Workload& wl;
+  double clock_ghz = 0;  // the SM clock now (cfg.clock_ghz, or clock_ghz_without_mma: TbScheduler)
   std::uint32_t node, rank;
   bool functional;
   bool has_ports = false;

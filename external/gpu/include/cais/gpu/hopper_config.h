@@ -12,6 +12,9 @@ namespace cais::gpu {
 struct HopperConfig {
   std::uint32_t num_sms = 0;
   double clock_ghz = 0;
+  // SM clock while no kernel with mma instructions runs (gpu.clock_mhz_without_mma; 0 there:
+  // clock_ghz): a GPU's power limit binds only under tensor-core load (TbScheduler::set_clock).
+  double clock_ghz_without_mma = 0;
   double tc_flops_per_cycle = 0;    // per SM, dense FP16/BF16, before efficiency
   double alu_flops_per_cycle = 0;   // per SM
   double tc_efficiency = 0;

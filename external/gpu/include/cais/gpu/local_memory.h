@@ -24,6 +24,10 @@ class LocalMemory {
   TimePs remote_read(TimePs now, std::uint64_t bytes);
   // Bytes written by a peer or the copy engine: occupy L2 and HBM.
   void remote_write(TimePs now, std::uint64_t bytes);
+  // The SM <-> L2 ports move bytes per SM cycle: their rate follows the SM clock.
+  void set_sm_port_bytes_per_ps(double rate) {
+    for (auto& s : sm_ports_) s.bytes_per_ps = rate;
+  }
   // Remote tiles cached in L2 (remote_read_cache.h): resident?, and one that arrived.
   bool l2_resident(std::uint64_t key) const { return l2_tiles_.contains(key); }
   void l2_fill(std::uint64_t key, std::uint64_t bytes) {

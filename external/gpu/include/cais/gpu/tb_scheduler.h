@@ -64,6 +64,7 @@ struct LaunchState {
   const DecodedKernel* dk = nullptr;
   std::uint32_t index = 0;
   bool mine = false, released = false, done = false, from_host = false;
+  bool counted_mma = false;  // counted in mma_running_ (an mma kernel released on this GPU)
   std::uint32_t pending_preds = 0;
   std::vector<std::uint32_t> successors;  // launch indices waiting for this one
   // Launches whose CTAs continue this one's (Launch.continues): (launch, CTA offset); and
@@ -119,6 +120,10 @@ class TbScheduler {
   const std::vector<LaunchState>& launches() const { return launches_; }
 
   void on_launch_ready(std::uint32_t li);
+  // The SM clock follows the load: cfg.clock_ghz while a kernel with mma instructions runs,
+  // cfg.clock_ghz_without_mma otherwise (equal unless gpu.clock_mhz_without_mma is set). Only
+  // later work sees a change: an mma or ALU step, or an SM port transfer, already timed keeps its end.
+  void set_clock(double ghz);
   void on_dispatch();
   void request_dispatch();
   // A block ran to its end with its memory ops done: free its slot or run the next logical
@@ -166,6 +171,7 @@ class TbScheduler {
   std::vector<LaunchState> launches_;
   std::vector<std::uint32_t> dispatch_order_;  // launch indices by (priority desc, index)
   std::uint32_t launches_left_ = 0;
+  std::uint32_t mma_running_ = 0;  // released, unfinished launches with mma instructions
   std::uint32_t cluster_slots_used_ = 0;  // of cfg.max_clusters_4, by resident clusters
   bool dispatch_pending_ = false;
   std::uint64_t tbs_done_ = 0;

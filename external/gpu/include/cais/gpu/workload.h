@@ -34,6 +34,7 @@ struct DecodedKernel {
   std::uint32_t max_loop_depth = 0;
   std::uint32_t num_blocks = 0;
   bool uses_remote = false;
+  bool uses_mma = false;  // some instruction is an mma (the clock under tensor-core load)
 };
 
 struct DecodedBuffer {
