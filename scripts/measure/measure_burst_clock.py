@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 import warnings
 
@@ -92,8 +93,33 @@ def per_sm(buf) -> dict[int, tuple[int, int]]:
     return {int(r[0]): (int(r[1]), int(r[2])) for r in buf.reshape(-1, 3)}
 
 
-def trial(cp, kern, sms, gemm, gemms, idle_ms, clock):
-    """One burst; per GEMM (t_us, gemm_us, median / min / max clock MHz, SMs seen)."""
+class NvmlSampler:
+    """NVML's SM clock every `period_s` on a host thread, as (host time, MHz)."""
+
+    def __init__(self, clock, period_s: float = 1e-3):
+        self.clock, self.period_s, self.samples = clock, period_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self.clock()))
+            time.sleep(self.period_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def trial(cp, kern, sms, gemm, gemms, idle_ms, clock, nvml_log=None):
+    """One burst; per GEMM (t_us, gemm_us, median / min / max clock MHz, SMs seen). With
+    `nvml_log` (a list) NVML is also sampled every ms during the burst and (t_us, MHz) appended,
+    t_us on the stamps' time axis, aligned by the burst's end (the host's synchronize returning
+    when the last stamp ran)."""
     stream = torch.cuda.current_stream()
     cstream = cp.cuda.ExternalStream(stream.cuda_stream)
     bufs = [cp.zeros(3 * sms, dtype=cp.uint64) for _ in range(gemms + 1)]
@@ -102,6 +128,9 @@ def trial(cp, kern, sms, gemm, gemms, idle_ms, clock):
     torch.cuda.synchronize()
     time.sleep(idle_ms / 1e3)
     before = clock()
+    sampler = NvmlSampler(clock) if nvml_log is not None else None
+    if sampler:
+        sampler.__enter__()
     torch.cuda._sleep(HEAD_CYCLES)
     with cstream:
         kern((sms,), (32,), (bufs[0],), shared_mem=STAMP_SMEM)
@@ -112,9 +141,15 @@ def trial(cp, kern, sms, gemm, gemms, idle_ms, clock):
         with cstream:
             kern((sms,), (32,), (bufs[i + 1],), shared_mem=STAMP_SMEM)
     torch.cuda.synchronize()
+    host_end = time.monotonic()
+    if sampler:
+        sampler.__exit__(None, None, None)
     after = clock()
     stamps = [per_sm(cp.asnumpy(b)) for b in bufs]
     t0 = median([t for _, t in stamps[0].values()])
+    if sampler:
+        gpu_end_us = (median([t for _, t in stamps[-1].values()]) - t0) / 1e3
+        nvml_log.extend((round(gpu_end_us - (host_end - h) * 1e6, 1), mhz) for h, mhz in sampler.samples)
     rows = []
     for i in range(gemms):
         a, b = stamps[i], stamps[i + 1]
@@ -133,6 +168,7 @@ def main() -> None:
     ap.add_argument("--gemms", type=int, default=60)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--long-gemms", type=int, default=400, help="one more burst of the first shape, 2 s idle")
+    ap.add_argument("--nvml-out", help="also sample NVML's clock every ms during the long burst: CSV t_us,nvml_mhz")
     args = ap.parse_args()
     import cupy as cp
     kern = cp.RawKernel(STAMP, "stamp")
@@ -152,7 +188,14 @@ def main() -> None:
         gemm = gemm_fn(M, N, K, layout)
         for _ in range(3):  # cuBLAS handle and plan, module load
             gemm()
-        rows, before, after = trial(cp, kern, sms, gemm, gemms, idle, clock)
+        long_burst = args.long_gemms and gemms == args.long_gemms and idle == 2000.0 and args.nvml_out
+        nvml_log = [] if long_burst else None
+        rows, before, after = trial(cp, kern, sms, gemm, gemms, idle, clock, nvml_log)
+        if nvml_log is not None:
+            nv = CsvOut(args.nvml_out, ["name", "t_us", "nvml_mhz"])
+            for t_us, mhz in nvml_log:
+                nv.row(name=name, t_us=t_us, nvml_mhz=mhz)
+            nv.close()
         if any(r[5] < sms for r in rows):
             log(f"  warning: a stamp missed SMs ({min(r[5] for r in rows)} of {sms})")
         for k, r in enumerate(rows):
