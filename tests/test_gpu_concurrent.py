@@ -96,6 +96,9 @@ def test_the_measured_clock_is_not_an_input(engines):
     assert out.loc[0, SIM].tolist() == out.loc[1, SIM].tolist()
     assert vc.burst_clock_mhz({}) == 1650.0 and vc.burst_clock_mhz({}, "memory") == 1980.0
     assert vc.burst_clock_mhz({"gpu.clock_mhz": 1620.0}) == 1620.0
+    assert vc.burst_clock_mhz({"gpu.clock_mhz": 1620.0}, "memory") == 1620.0  # one fixed clock
+    assert vc.burst_clock_mhz({"gpu.clock_mhz_without_mma": 1900.0}, "memory") == 1900.0  # a key is never ignored
+    assert vc.burst_clock_mhz({"gpu.clock_mhz_without_mma": 1900.0}) == 1650.0
     slow = vc.simulate_rows(rows[:1], {"gpu.launch_skew_ns": 0.0, "gpu.clock_mhz": 990.0}, jobs=1)
     assert slow["sim_gemm_alone_us"][0] > 1.3 * out["sim_gemm_alone_us"][0]  # the launch does not scale
 

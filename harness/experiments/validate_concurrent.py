@@ -120,7 +120,8 @@ def _duration(spans: list[tuple[float, float]]) -> float:
 
 
 def burst_clock_mhz(params: dict[str, Any], kind: str = "tensor") -> float:
-    """The SM clock of `kind` kernels in these rows: gpu.clock_mhz where the user fixed one, else
+    """The SM clock of `kind` kernels in these rows: gpu.clock_mhz where the user fixed one (for
+    the streaming kernel alone gpu.clock_mhz_without_mma, where fixed, before it), else
     the power model's burst clock on every SM (harness/gpu/power.py burst_clock_mhz): while a
     GEMM runs 1650 MHz on an H100's 132 SMs, while only the streaming kernel runs (memory-bound,
     its power the memory system's) the maximum clock. The measured pairs ran in bursts of about
@@ -130,7 +131,11 @@ def burst_clock_mhz(params: dict[str, Any], kind: str = "tensor") -> float:
     h200_burst_clock.csv). The measured clock (column sm_clock_mhz) is not an input."""
     full = standalone.gpu_params(dict(params))  # the defaults under what params sets
     fixed = float(full["gpu.clock_mhz"])
-    return fixed if fixed > 0 else power.burst_clock_mhz(int(full["gpu.num_sms"]), kind, full)
+    # The clock without mma kernels may be fixed on its own (0: like gpu.clock_mhz); a negative
+    # value goes on to the engine, which refuses it by name.
+    if kind == "memory" and float(full["gpu.clock_mhz_without_mma"]) != 0:
+        fixed = float(full["gpu.clock_mhz_without_mma"])
+    return fixed if fixed != 0 else power.burst_clock_mhz(int(full["gpu.num_sms"]), kind, full)
 
 
 def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:

@@ -106,11 +106,10 @@ class NvmlSampler:
             self.samples.append((time.monotonic(), self.clock()))
             time.sleep(self.period_s)
 
-    def __enter__(self):
+    def start(self):
         self._thread.start()
-        return self
 
-    def __exit__(self, *exc):
+    def stop(self):
         self._stop.set()
         self._thread.join()
 
@@ -130,7 +129,7 @@ def trial(cp, kern, sms, gemm, gemms, idle_ms, clock, nvml_log=None):
     before = clock()
     sampler = NvmlSampler(clock) if nvml_log is not None else None
     if sampler:
-        sampler.__enter__()
+        sampler.start()
     torch.cuda._sleep(HEAD_CYCLES)
     with cstream:
         kern((sms,), (32,), (bufs[0],), shared_mem=STAMP_SMEM)
@@ -143,7 +142,7 @@ def trial(cp, kern, sms, gemm, gemms, idle_ms, clock, nvml_log=None):
     torch.cuda.synchronize()
     host_end = time.monotonic()
     if sampler:
-        sampler.__exit__(None, None, None)
+        sampler.stop()
     after = clock()
     stamps = [per_sm(cp.asnumpy(b)) for b in bufs]
     t0 = median([t for _, t in stamps[0].values()])
