@@ -327,15 +327,20 @@ inline RunResult run(const isa::Workload& wl, std::uint32_t gpus = 1, bool probe
   return r;
 }
 
-// Configuring `wl` (one GPU, no ports) fails with a ConfigError whose text contains `part`.
-inline void expect_config_error(const isa::Workload& wl, const std::string& part) {
+// Configuring with `c` fails with a ConfigError whose text contains `part`.
+inline void expect_config_error(const proto::Configure& c, const std::string& part) {
   HostedModel h;
   try {
-    h.configure(make_config(wl, 1, false));
+    h.configure(c);
     ADD_FAILURE() << "expected a ConfigError about " << part;
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
+}
+
+// The same for `wl` on one GPU without ports.
+inline void expect_config_error(const isa::Workload& wl, const std::string& part) {
+  expect_config_error(make_config(wl, 1, false), part);
 }
 
 inline isa::Workload one_kernel(std::uint32_t gpus = 1, std::uint32_t grid = 1, bool functional = false) {

@@ -10,11 +10,15 @@ using namespace cais::gpu::test;
 
 constexpr double kLaunchNs = 1000, kBlockNs = 10;  // set_gpu_defaults
 
-isa::Workload alu_kernel(double flops) {
-  auto wl = one_kernel();
-  auto* a = add(wl, isa::ALU);
+void set_alu(isa::Instr* a, double flops) {  // `flops` FLOP, one per element
+  a->set_op(isa::ALU);
   a->set_elements(static_cast<std::uint64_t>(flops));
   a->set_flops_per_element(1);
+}
+
+isa::Workload alu_kernel(double flops) {
+  auto wl = one_kernel();
+  set_alu(add(wl, isa::ALU), flops);
   return wl;
 }
 
@@ -36,9 +40,7 @@ TEST(HopperClock, AKernelWithoutMmaRunsAtTheOtherClock) {
 TEST(HopperClock, AnMmaKernelRunsAtGpuClockWhateverTheOtherClock) {
   auto wl = one_kernel();
   add_mma(wl, 128, 128, 64);  // 512 ns at 1 GHz
-  auto* a = add(wl, isa::ALU);  // its ALU work too: the clock is the GPU's, not the instruction's
-  a->set_elements(256000);
-  a->set_flops_per_element(1);
+  set_alu(add(wl, isa::ALU), 256000);  // its ALU work too: the clock is the GPU's, not the instruction's
   EXPECT_DOUBLE_EQ(finish_ns(wl, 0), kLaunchNs + kBlockNs + 512 + 1000);
   EXPECT_DOUBLE_EQ(finish_ns(wl, 2000), kLaunchNs + kBlockNs + 512 + 1000);
 }
@@ -51,10 +53,7 @@ TEST(HopperClock, TheClockRisesWhenTheLastMmaKernelEnds) {
   *k2 = wl.kernels(0);
   k2->set_name("alu");
   k2->clear_program();
-  auto* a = k2->add_program();
-  a->set_op(isa::ALU);
-  a->set_elements(256000);
-  a->set_flops_per_element(1);
+  set_alu(k2->add_program(), 256000);
   wl.add_launches()->set_kernel(1);
   const double mma = kLaunchNs + kBlockNs + 512, alu = kLaunchNs + kBlockNs;
   EXPECT_DOUBLE_EQ(finish_ns(wl, 0), mma + alu + 1000);
@@ -62,15 +61,9 @@ TEST(HopperClock, TheClockRisesWhenTheLastMmaKernelEnds) {
 }
 
 TEST(HopperClock, ANegativeClockIsRefusedByName) {
-  HostedModel h;
   auto cfg = make_config(alu_kernel(256), 1, false);
   (*cfg.mutable_params())["gpu.clock_mhz_without_mma"].set_d(-1);
-  try {
-    h.configure(cfg);
-    ADD_FAILURE() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("gpu.clock_mhz_without_mma"), std::string::npos) << e.what();
-  }
+  expect_config_error(cfg, "gpu.clock_mhz_without_mma");
 }
 
 }  // namespace
