@@ -13,19 +13,27 @@ LocalMemory::LocalMemory(const HopperConfig& cfg) : cfg_(cfg), hbm_load_(cfg) {
 }
 
 TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write) {
-  TimePs t = std::max(sm_ports_[sm].reserve(now, bytes), l2_.reserve(now, bytes)) + cfg_.l2_latency_ps;
+  PortCalendar& port = sm_ports_[sm];
+  const TimePs l2_served = l2_.reserve(now, bytes);
   const bool hit = l2_tiles_.lookup_insert(key, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
-  if (write) {
-    hbm_reserve(now, bytes, true);  // write-back traffic; the store completes in L2
-  } else if (!hit) {
+  if (write) {  // the data leaves the SM now; the store completes in L2, its write-back occupies HBM
+    hbm_reserve(now, bytes, true);
+    return std::max(port.reserve(now, now, bytes), l2_served) + cfg_.l2_latency_ps;
+  }
+  // A load's first bytes reach the SM a latency after L2 (a hit) or HBM (a miss) began serving
+  // them, its last a latency after they were served; in between they stream through the port.
+  TimePs first = l2_.started() + cfg_.l2_latency_ps, last = l2_served + cfg_.l2_latency_ps;
+  if (!hit) {
     ++l2_misses_;
     hbm_read_bytes_ += bytes;
     const TimePs served = hbm_reserve(now, bytes, false);
-    t = std::max(t, served + cfg_.hbm_latency_ps + hbm_load_.extra_latency(now) + cfg_.l2_latency_ps);
+    const TimePs miss = cfg_.hbm_latency_ps + hbm_load_.extra_latency(now) + cfg_.l2_latency_ps;
+    first = std::max(first, hbm_.started() + miss);
+    last = std::max(last, served + miss);
   } else {
     ++l2_hits_;
   }
-  return t;
+  return std::max(port.reserve(now, first, bytes), last);
 }
 
 TimePs LocalMemory::remote_read(TimePs now, std::uint64_t bytes) {

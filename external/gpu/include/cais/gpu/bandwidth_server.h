@@ -11,13 +11,15 @@ namespace cais::gpu {
 struct BandwidthServer {
   double bytes_per_ps = 1;
   TimePs busy_until = 0;
+  TimePs last_start = 0;  // when the last reservation began to be served
   std::uint64_t bytes = 0;
   TimePs reserve(TimePs t, std::uint64_t n) {
-    const TimePs start = std::max(t, busy_until);
-    busy_until = start + static_cast<TimePs>(static_cast<double>(n) / bytes_per_ps + 0.5);
+    last_start = std::max(t, busy_until);
+    busy_until = last_start + static_cast<TimePs>(static_cast<double>(n) / bytes_per_ps + 0.5);
     bytes += n;
     return busy_until;
   }
+  TimePs started() const { return last_start; }
 };
 
 }  // namespace cais::gpu

@@ -1,7 +1,9 @@
 // Local memory system of a Hopper GPU: one SM <-> L2 port per SM, the L2 (a bandwidth server
 // plus a tile cache that keeps the tiles loaded within a kernel up to its capacity, FIFO) and
 // HBM. Transaction level: a tile access reserves bytes on the servers and completes after the
-// latencies; nothing is simulated per cycle.
+// latencies; nothing is simulated per cycle. The SM's port carries a store's data when it is
+// issued and a load's data when it returns (port_calendar.h), so a load of B bytes takes its
+// latency plus B at the port's rate.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "cais/gpu/bandwidth_server.h"
 #include "cais/gpu/hbm_load.h"
 #include "cais/gpu/hopper_config.h"
+#include "cais/gpu/port_calendar.h"
 #include "cais/gpu/tile_cache.h"
 
 namespace cais::gpu {
@@ -47,7 +50,7 @@ class LocalMemory {
 
  private:
   const HopperConfig& cfg_;
-  std::vector<BandwidthServer> sm_ports_;
+  std::vector<PortCalendar> sm_ports_;
   BandwidthServer l2_, hbm_;
   HbmLoad hbm_load_;
   // HBM serves `bytes` from `now` on: the bandwidth server and the loaded-latency average.
