@@ -115,6 +115,16 @@ def _spans(stats: dict[str, float], wl) -> list[tuple[float, float]]:
     return out
 
 
+def _stream_start_vs_gemm_end(stats: dict[str, float], wl) -> float:
+    """The streaming kernel's first CTA minus the GEMM's end, us (the pair's last launch is the
+    streaming kernel): negative where it started beside the GEMM, on SMs the GEMM freed."""
+    def key(i: int) -> str:
+        return f"gpu0.kernel{i}.{wl.kernels[wl.launches[i].kernel].name}"
+    last = len(wl.launches) - 1
+    gemm_end = max(stats[key(i) + ".end"] for i in range(last))
+    return (stats[key(last) + ".first_cta"] - gemm_end) / 1e3
+
+
 def _duration(spans: list[tuple[float, float]]) -> float:
     return max(e for _, e in spans) - min(r for r, _ in spans)
 
@@ -172,9 +182,11 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
             stream_alone[skey] = (swl, add(swl, ov))
     results = standalone.run_many(jobs_wl, jobs_ov, jobs=jobs or os.cpu_count() or 2)
 
-    sim = {c: [] for c in ("sim_gemm_us", "sim_stream_us", "sim_makespan_us", "sim_gemm_alone_us", "sim_stream_alone_us")}
+    sim = {c: [] for c in ("sim_gemm_us", "sim_stream_us", "sim_makespan_us", "sim_gemm_alone_us", "sim_stream_alone_us",
+                           "sim_stream_start_vs_gemm_end_us")}
     for (_, row), (pwl, j) in zip(df.iterrows(), pairs):
         spans = _spans(results[j], pwl)
+        sim["sim_stream_start_vs_gemm_end_us"].append(_stream_start_vs_gemm_end(results[j], pwl))
         sim["sim_gemm_us"].append(_duration(spans[:-1]))
         sim["sim_stream_us"].append(_duration(spans[-1:]))
         sim["sim_makespan_us"].append(_duration(spans))

@@ -29,6 +29,15 @@ CSV (one row per shape x kind x ctas x order), times in us:
   gemm_alone_us, gemm_alone_event_us, stream_alone_us, reps, sm_clock_mhz, stream_sms
   gemm_kernel, gemm_grid, gemm_block, gemm_regs, gemm_smem, stream_regs, gpu, torch_version
 
+--reps-out PATH also writes every repetition of every pair (the medians above mix repetitions
+whose streaming kernel started beside the GEMM with ones where it started after it): one row per
+(shape, kind, ctas, order, rep), times in us, on the GPU's %globaltimer unless named CUPTI:
+  gemm_us, stream_us, start_gap_us    CUPTI, as above, of this repetition
+  gemm_end_us        a one-thread stamp kernel queued after the GEMM on its stream (its start:
+                     the GEMM's end plus the dependent-launch latency), from the first stream CTA's start
+  last_cta_start_us, last_cta_end_us   the streaming CTAs, same origin
+  stream_sms         the SM of every streaming CTA, in CTA order
+
 Usage (device, one GPU, no --cpu-smoke: the streaming kernel is CUDA C):
   python3 scripts/measure/measure_concurrent.py --out $OUT/h100_concurrent.csv
 """
@@ -64,7 +73,10 @@ THREADS = 512
 UNROLL = 4
 GATE_CYCLES = 1_000_000  # spin before a timed pair: ~0.5 ms, longer than the host's two launches
 DELAY_CYCLES = 20_000  # the second kernel's extra spin: ~10 us after the first kernel's start
+STAMP_RING = 64  # stamp buffers per streaming kernel: at least --reps
 L2_BYTES = 50 << 20
+REP_COLUMNS = ["name", "stream_kind", "ctas", "order", "rep", "gemm_us", "stream_us", "start_gap_us", "gemm_end_us",
+               "last_cta_start_us", "last_cta_end_us", "n_sms", "stream_sms"]
 COLUMNS = ["name", "M", "N", "K", "layout", "stream_kind", "ctas", "threads", "bytes", "order", "gemm_us",
            "stream_us", "makespan_us", "start_gap_us", "stream_late_us", "gemm_alone_us", "gemm_alone_event_us",
            "stream_alone_us", "reps", "sm_clock_mhz", "stream_sms", "gemm_kernel", "gemm_grid", "gemm_block",
@@ -107,6 +119,8 @@ __device__ void walk(const uint4* __restrict__ a, const uint4* __restrict__ b, u
 }
 extern "C" __global__ void stream_copy(const uint4* a, const uint4* b, uint4* d, long long n16, unsigned long long* st) {
   walk<false>(a, b, d, n16, st); }
+// One thread stamps when it starts: queued after the GEMM on its stream, the GEMM's end.
+extern "C" __global__ void stamp_after(unsigned long long* t) { *t = gtimer(); }
 extern "C" __global__ void stream_reduce(const uint4* a, const uint4* b, uint4* d, long long n16, unsigned long long* st) {
   walk<true>(a, b, d, n16, st); }
 """ % UNROLL
@@ -128,13 +142,16 @@ class StreamKernel:
         elems = self.bytes // 2 * self.rot
         self.src = [torch.randn(elems, device="cuda", dtype=torch.bfloat16) for _ in range(2 if kind == "reduce" else 1)]
         self.dst = torch.empty(self.bytes // 2 * 2, device="cuda", dtype=torch.bfloat16)
-        self.stamps = cp.zeros(3 * ctas, dtype=cp.uint64)
+        # one stamp buffer per launch in a ring, so that a profiled run's repetitions can all be read
+        self.stamp_ring = [cp.zeros(3 * ctas, dtype=cp.uint64) for _ in range(STAMP_RING)]
+        self.stamps = self.stamp_ring[0]
         self.i = 0
 
     def prepare(self):
         """Arguments of the next launch (outside the timed launch sequence: host time)."""
         cp, w = self.cp, self.bytes // 2
         r = self.i % self.rot
+        self.stamps = self.stamp_ring[self.i % STAMP_RING]
         self.i += 1
         view = lambda t: cp.from_dlpack(t.view(torch.int16))  # pointers only; cupy needs no bf16
         self.args = (view(self.src[0][r * w:(r + 1) * w]),
@@ -164,6 +181,13 @@ class StreamKernel:
     def spans(self):
         s = self.stamps.get().reshape(-1, 3).astype("int64")
         return sorted(set(int(x) for x in s[:, 0])), (s[:, 1].max() - s[:, 1].min()) / 1e3
+
+    def last_launches(self, n: int):
+        """(smid, start ns, end ns) per CTA of each of the last n launches, oldest first."""
+        if n > STAMP_RING:
+            raise ValueError(f"{n} launches, ring of {STAMP_RING}")
+        return [self.stamp_ring[i % STAMP_RING].get().reshape(-1, 3).astype("int64")
+                for i in range(self.i - n, self.i)]
 
 
 def gemm_fns(M, N, K, layout):
@@ -203,7 +227,8 @@ def group_reps(evs: list[dict], gap_us: float = 100.0) -> list[list[dict]]:
 
 
 def is_gate(e) -> bool:
-    return "spin" in e["name"].lower() or "sleep" in e["name"].lower()
+    name = e["name"].lower()
+    return "spin" in name or "sleep" in name or "stamp_after" in name
 
 
 def is_stream(e) -> bool:
@@ -226,6 +251,37 @@ def profiled(reps: int, body) -> list[list[dict]]:
     if len(groups) != reps:
         log(f"  warning: {len(groups)} kernel groups for {reps} repetitions")
     return groups
+
+
+def stamp_after(stream: torch.cuda.Stream, slot) -> None:
+    """Queue the one-thread stamp kernel on `stream` (it starts when the stream's last kernel ended)."""
+    import cupy as cp
+    with cp.cuda.ExternalStream(stream.cuda_stream):
+        STAMP_FN((1,), (1,), (slot,))
+
+
+STAMP_FN = None
+
+
+def write_reps(out, key: dict, groups, launches, gemm_end, first_launch: int) -> None:
+    """One row per repetition: CUPTI times and the streaming CTAs' and the GEMM end's globaltimer
+    stamps, relative to the first streaming CTA's start."""
+    if len(groups) != len(launches):
+        log(f"  warning: {len(groups)} kernel groups for {len(launches)} launches; repetitions not written")
+        return
+    ends = gemm_end.get().astype("int64")
+    for rep, (g, st) in enumerate(zip(groups, launches)):
+        ge, se = [e for e in g if not is_stream(e)], [e for e in g if is_stream(e)]
+        if not ge or not se:
+            continue
+        (g0, g1), (s0, s1) = span(ge), span(se)
+        t0 = int(st[:, 1].min())
+        us = lambda ns: round((int(ns) - t0) / 1e3, 3)
+        out.row(**key, rep=rep, gemm_us=round(g1 - g0, 3), stream_us=round(s1 - s0, 3),
+                start_gap_us=round((g0 - s0) if key["order"] == "stream_first" else (s0 - g0), 3),
+                gemm_end_us=us(ends[(first_launch + rep) % STAMP_RING]),
+                last_cta_start_us=us(st[:, 1].max()), last_cta_end_us=us(st[:, 2].max()),
+                n_sms=len(set(int(x) for x in st[:, 0])), stream_sms=" ".join(str(int(x)) for x in st[:, 0]))
 
 
 def sm_clock_reader():
@@ -286,12 +342,17 @@ def main() -> None:
     ap.add_argument("--ctas", default="8,16,32")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--stretch", type=float, default=1.25, help="stream alone time / GEMM alone time")
+    ap.add_argument("--reps-out", default="", help="also write every repetition of every pair here")
     args = ap.parse_args()
+    if args.reps > STAMP_RING:
+        raise SystemExit(f"--reps {args.reps}: at most {STAMP_RING}")
     import cupy as cp
     global SM_CLOCK
     SM_CLOCK = sm_clock_reader()
 
     mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
+    global STAMP_FN
+    STAMP_FN = mod.get_function("stamp_after")
     gpu = torch.cuda.get_device_name()
     log(f"{gpu}, torch {torch.__version__}, cupy {cp.__version__}, SMs {torch.cuda.get_device_properties(0).multi_processor_count}")
     regs = {k: getattr(mod.get_function("stream_" + k), "num_regs", "") for k in ("copy", "reduce")}
@@ -317,6 +378,8 @@ def main() -> None:
             del sk
 
     out = CsvOut(args.out, COLUMNS)
+    reps_out = CsvOut(args.reps_out, REP_COLUMNS) if args.reps_out else None
+    gemm_end = cp.zeros(STAMP_RING, dtype=cp.uint64)
     want = set(args.shapes.split(",")) if args.shapes else None
     for name, M, N, K, layout in SHAPES:
         if want and name not in want:
@@ -364,11 +427,14 @@ def main() -> None:
                             second.wait_event(ev)
                             with torch.cuda.stream(second):
                                 torch.cuda._sleep(DELAY_CYCLES)
+                        slot = gemm_end[(sk.i - 1) % STAMP_RING:(sk.i - 1) % STAMP_RING + 1]
                         if order == "stream_first":
                             sk.launch(s_stream)
                             gemm(s_gemm)
+                            stamp_after(s_gemm, slot)
                         else:
                             gemm(s_gemm)
+                            stamp_after(s_gemm, slot)
                             sk.launch(s_stream)
                     pair()
                     torch.cuda.synchronize()
@@ -384,6 +450,9 @@ def main() -> None:
                         mk_us.append(max(g1, s1) - min(g0, s0))
                         gap_us.append((g0 - s0) if order == "stream_first" else (s0 - g0))
                     sm_list, late = sk.spans()  # the last repetition's CTAs
+                    if reps_out is not None:
+                        write_reps(reps_out, dict(name=name, stream_kind=kind, ctas=ctas, order=order), groups,
+                                   sk.last_launches(args.reps), gemm_end, sk.i - args.reps)
                     if not g_us:
                         log(f"  {kind} ctas {ctas} {order}: no repetition had both kernels; skipped")
                         continue
@@ -405,6 +474,8 @@ def main() -> None:
                 torch.cuda.empty_cache()
         del fns
     out.close()
+    if reps_out is not None:
+        reps_out.close()
 
 
 if __name__ == "__main__":
