@@ -1,6 +1,7 @@
 """validate_concurrent: a GEMM beside a streaming kernel on one simulated GPU."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -130,3 +131,28 @@ def test_a_row_with_a_field_more_than_the_header_is_refused(tmp_path):
     csv.write_text(f"{header}\n{row},surplus\n")
     with pytest.raises(ConfigError, match=r"line 2 has \d+ fields, the header \d+"):
         vc.load_input(csv)
+
+
+def test_start_modes_split_the_repetitions_at_the_gemms_end():
+    """A gemm_first repetition started beside the GEMM when its first streaming CTA started more
+    than the stamp kernel's launch before the GEMM's end (gemm_end_us > 0 is the GEMM still
+    running); one that started within that was placed on an idle GPU, as one after it."""
+    reps = pd.DataFrame(dict(name="g", stream_kind="copy", ctas=8, order="gemm_first", rep=range(5),
+                             gemm_end_us=[9.0, -8.0, 0.5, 12.0, -7.5], stream_us=[300.0, 180.0, 182.0, 320.0, 184.0]))
+    reps = pd.concat([reps, reps.assign(order="stream_first")])
+    m = vc.start_modes(reps)
+    assert len(m) == 1 and m.loc[0, "order"] == "gemm_first"
+    assert (m.loc[0, "reps"], m.loc[0, "reps_beside"]) == (5, 2)
+    assert m.loc[0, "stream_beside_us"] == 310.0 and m.loc[0, "stream_after_us"] == 182.0
+
+
+def test_each_start_mode_is_compared_with_its_own_repetitions(engines):
+    rows = pd.DataFrame([dict(ROWS[1], stream_us=300.0, stream_beside_us=400.0, stream_after_us=100.0, reps=4,
+                              reps_beside=2)])
+    out = vc.simulate_rows(rows, {"gpu.launch_skew_ns": 0.0}, jobs=1)
+    sim, alone = out["sim_stream_us"][0], out["sim_stream_alone_us"][0]
+    assert out["err_stream_after_pct"][0] == pytest.approx(100 * (alone - 100.0) / 100.0, abs=0.01)
+    if out["sim_stream_start_vs_gemm_end_us"][0] < 0:  # the engine's kernel started beside the GEMM
+        assert out["err_stream_beside_pct"][0] == pytest.approx(100 * (sim - 400.0) / 400.0, abs=0.01)
+    else:
+        assert np.isnan(out["err_stream_beside_pct"][0])

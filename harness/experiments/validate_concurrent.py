@@ -13,7 +13,12 @@ otherwise (the measured sm_clock_mhz is kept for comparison, not used). It runs 
 engine (one GPU, no network) and adds sim_gemm_us, sim_stream_us, sim_makespan_us (from each
 kernel's first CTA to its end, as CUPTI timed the measured kernels: _spans),
 sim_gemm_alone_us, sim_stream_alone_us and, where measured, err_*_pct = 100 (sim - measured) /
-measured.
+measured. A gemm_first streaming kernel starts either beside the GEMM, on SMs its last CTAs free,
+or after it, on an idle GPU, about half of the repetitions each (a race of microseconds), so the
+median mixes the two: where the input has them (reps, reps_beside, stream_beside_us,
+stream_after_us: start_modes), err_stream_beside_pct compares the engine's streaming kernel
+that started beside its GEMM with the repetitions that did, and err_stream_after_pct the
+engine's kernel alone with those that started after.
 """
 from __future__ import annotations
 
@@ -38,6 +43,11 @@ ORDERS = ("stream_first", "gemm_first")
 # Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
 IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
 MEASURED = ("gemm_us", "stream_us", "makespan_us", "gemm_alone_us", "stream_alone_us")
+# Per start mode of gemm_first rows, from every repetition (measure_concurrent.py --reps-out).
+MODES = ("reps", "reps_beside", "stream_beside_us", "stream_after_us")
+# The stamp kernel queued behind the GEMM starts up to ~1.3 us after its last CTA (measured: a
+# streaming kernel that started within that was placed as on an idle GPU, one CTA per SM).
+STAMP_LAUNCH_US = 2.0
 
 
 def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
@@ -201,22 +211,50 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         if m in df.columns:
             meas = pd.to_numeric(df[m], errors="coerce")
             df[f"err_{m[:-3]}_pct"] = np.round(100.0 * (df[f"sim_{m}"] - meas) / meas, 2)
+    # Each start mode against its own repetitions: beside the GEMM (the engine's streaming kernel
+    # started before the GEMM ended) and after it (on an idle GPU: the engine's kernel alone).
+    if "stream_beside_us" in df.columns:
+        beside = pd.to_numeric(df["stream_beside_us"], errors="coerce")
+        started_beside = df["sim_stream_start_vs_gemm_end_us"] < 0
+        df["err_stream_beside_pct"] = np.round(np.where(started_beside, 100.0 * (df["sim_stream_us"] - beside) / beside,
+                                                        np.nan), 2)
+        after = pd.to_numeric(df["stream_after_us"], errors="coerce")
+        df["err_stream_after_pct"] = np.round(100.0 * (df["sim_stream_alone_us"] - after) / after, 2)
     return df
 
 
-def write_input(measured: str | os.PathLike, out: str | os.PathLike) -> int:
+def start_modes(reps: pd.DataFrame) -> pd.DataFrame:
+    """Per gemm_first row of measure_concurrent.py's repetitions: how many started beside the GEMM
+    (the first streaming CTA more than the stamp's launch before the GEMM's end) and the median
+    streaming kernel time of each mode (NaN where a mode never happened)."""
+    g = reps[reps["order"] == "gemm_first"].copy()
+    g["beside"] = g["gemm_end_us"] > STAMP_LAUNCH_US
+    keys = ["name", "stream_kind", "ctas", "order"]
+    out = g.groupby(keys).agg(reps=("rep", "size"), reps_beside=("beside", "sum"))
+    for mode, sel in (("beside", g["beside"]), ("after", ~g["beside"])):
+        out[f"stream_{mode}_us"] = g[sel].groupby(keys)["stream_us"].median().round(3)
+    return out.reset_index()
+
+
+def write_input(measured: str | os.PathLike, out: str | os.PathLike, reps: str | os.PathLike | None = None) -> int:
     """The validation input from a measure_concurrent CSV. start_gap_us must be the second
     launch's release, but the measured gap is when it started: in gemm_first rows the streaming
     kernel usually waited for SMs the GEMM held. Both orders release the second kernel through
     the same spin + event, so every row of a shape gets the median gap of that shape's
     stream_first rows (where the GEMM always found free SMs: 11-16 us); the observed gap stays
-    in observed_start_gap_us."""
+    in observed_start_gap_us. With `reps` (its --reps-out CSV) the gemm_first rows also get
+    their start modes (start_modes)."""
     m = pd.read_csv(measured)
     m["observed_start_gap_us"] = m["start_gap_us"]
     release = m[m["order"] == "stream_first"].groupby("name")["start_gap_us"].median()
     m["start_gap_us"] = m["name"].map(release).round(3)
     cols = list(REQUIRED) + [c for c in MEASURED + ("sm_clock_mhz", "observed_start_gap_us") if c in m.columns]
-    m[cols].to_csv(out, index=False)
+    m = m[cols]
+    if reps is not None:
+        m = m.merge(start_modes(pd.read_csv(reps)), on=["name", "stream_kind", "ctas", "order"], how="left")
+        m["reps"] = m["reps"].astype("Int64")
+        m["reps_beside"] = m["reps_beside"].astype("Int64")
+    m.to_csv(out, index=False)
     return len(m)
 
 
@@ -225,6 +263,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     return simulate_rows(df, OmegaConf.to_container(cfg.gpu, resolve=True))
 
 
-if __name__ == "__main__":  # rebuild the default input from the measured CSV
-    n = write_input(REPO_ROOT / "harness" / "data" / "measured" / "h100_concurrent.csv", DEFAULT_INPUT)
+if __name__ == "__main__":  # rebuild the default input from the measured CSVs
+    measured = REPO_ROOT / "harness" / "data" / "measured"
+    n = write_input(measured / "h100_concurrent.csv", DEFAULT_INPUT, measured / "h100_concurrent_reps.csv")
     print(f"{n} rows -> {DEFAULT_INPUT}")
