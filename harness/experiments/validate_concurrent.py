@@ -43,8 +43,6 @@ ORDERS = ("stream_first", "gemm_first")
 # Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
 IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
 MEASURED = ("gemm_us", "stream_us", "makespan_us", "gemm_alone_us", "stream_alone_us")
-# Per start mode of gemm_first rows, from every repetition (measure_concurrent.py --reps-out).
-MODES = ("reps", "reps_beside", "stream_beside_us", "stream_after_us")
 # The stamp kernel queued behind the GEMM starts up to ~1.3 us after its last CTA (measured: a
 # streaming kernel that started within that was placed as on an idle GPU, one CTA per SM).
 STAMP_LAUNCH_US = 2.0
