@@ -4,8 +4,9 @@ The kernel is measure_p2p_ctas.py's (docs/MEASUREMENTS.md "NVLink writes from N 
 N CTAs of 480 threads walks its share in steps of 480 x 4 x 16 B = 30 KiB: the step's loads from
 local memory (4 loads of 16 B per thread in flight), a wait for them, then the same bytes stored to
 the peer (fire-and-forget). `one`: GPU 0 writes to GPU 1; `both`: each writes to the other. The
-system is hgx_h200_2gpu with validate_collectives' settings (128 B packets); nothing is fitted to
-these rows. Prints and writes (with --out) ctas, mode, sim GB/s per direction, measured GB/s
+system is hgx_h200_2gpu with validate_collectives' settings (128 B packets), its SMs at the clock
+the power model predicts for N busy SMs (harness/gpu/power.py: the maximum boost, 1980 MHz, for
+N <= 16; `gpu.clock_mhz=F` fixes another); nothing is fitted to these rows. Prints and writes (with --out) ctas, mode, sim GB/s per direction, measured GB/s
 per direction (harness/data/measured/h200x2_p2p_ctas.csv, mode raw) and the error.
 
   .venv/bin/python scripts/p2p_ctas.py --ctas 1,2,4,8,16 --mode one [--mib-per-cta 2] [OVERRIDE ...]
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,7 +54,7 @@ def workload(ctas: int, bytes_per_cta: int, num_sms: int, both: bool) -> tuple[b
     return b.wl.SerializeToString(), per_cta
 
 
-def simulate_point(cfg, ctas: int, bytes_per_cta: int, both: bool) -> float:
+def simulate_point(cfg, ctas: int, bytes_per_cta: int, both: bool, fixed_clock: bool = False) -> float:
     """GB/s per direction: the sending GPUs' bytes over the kernel's span on the first sender."""
     from harness import topology as topo_mod
     from harness.cosim import simulate
@@ -61,7 +63,11 @@ def simulate_point(cfg, ctas: int, bytes_per_cta: int, both: bool) -> float:
 
     row = pd.Series({"gpus": 2, "system": "hgx_h200_2gpu"})
     system = row_system(cfg, row)
-    cfg = row_gpu(cfg, "hgx_h200_2gpu")  # H200s (their HBM, latency, clock), as measured
+    cfg = row_gpu(cfg, "hgx_h200_2gpu")  # H200s (their HBM, latency), as measured
+    if not fixed_clock:  # N CTAs keep N SMs busy: far below the power limit
+        from harness.gpu import power
+
+        cfg = OmegaConf.merge(cfg, {"gpu": {"clock_mhz": power.settled_clock_mhz(ctas, "memory", cfg.gpu)}})
     params = engine_params(cfg)
     params["host.gpu_model"] = "hopper"
     params["host.switch_model"] = cfg.system.switch_model
@@ -93,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     measured = measured[(measured["mode"] == "raw") & (measured["direction"] == a.mode)].set_index("ctas")
     rows = []
     for n in (int(x) for x in a.ctas.split(",")):
-        sim = simulate_point(cfg, n, int(a.mib_per_cta * 2**20), a.mode == "both")
+        fixed = any(o.startswith("gpu.clock_mhz=") for o in a.overrides)
+        sim = simulate_point(cfg, n, int(a.mib_per_cta * 2**20), a.mode == "both", fixed)
         meas = float(measured.loc[n, "total_GBps"]) / (2 if a.mode == "both" else 1) if n in measured.index else float("nan")
         rows.append({"ctas": n, "mode": a.mode, "sim_GBps": round(sim, 1), "measured_GBps": meas,
                      "err_pct": round(100 * (sim - meas) / meas, 1)})

@@ -154,7 +154,7 @@ def estimate_gemm_us(M: int, N: int, K: int, num_sms: int, c: GemmConfig, p: Gpu
     fixed = p.tb_overhead_ns * 1e-9 + (p.l2_latency_ns + p.hbm_latency_ns) * 1e-9
 
     def step(active: int) -> float:
-        return max(mma_s, active * step_bytes / (p.l2_bw_gbps * 1e9), step_bytes / (p.sm_l2_bytes_per_cycle * clk))
+        return max(mma_s, active * step_bytes / (p.l2_bw_gbps * 1e9), step_bytes / (p.sm_load_bytes_per_cycle * clk))
 
     def waves(blocks: int, kt: int) -> float:
         full, rem = divmod(blocks, num_sms)

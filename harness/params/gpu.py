@@ -84,8 +84,13 @@ class GpuParams:
     """L2 capacity; tiles loaded within a kernel stay resident up to this many bytes (FIFO)."""
     l2_latency_ns: float = 150.0
     """L2 hit latency."""
-    sm_l2_bytes_per_cycle: float = 64.0
-    """Bandwidth of one SM's port to L2 (bytes per SM clock)."""
+    sm_load_bytes_per_cycle: float = 116.0
+    """Bytes one SM's port to L2 carries per SM clock towards the SM (loads): 228.8 GB/s at
+    1980 MHz, the most an H100 SM loaded (docs/MEASUREMENTS.md, "One SM's port by direction")."""
+    sm_store_bytes_per_cycle: float = 32.0
+    """Bytes the same port carries per SM clock from the SM (stores): 63.9 GB/s at 1980 MHz
+    whatever the CTAs. The two directions are one resource (a copy moves 1 / (1 / 116 + 1 / 32)
+    = 25 B per clock each way; measured 48-49 GB/s, 24.5)."""
     hbm_bw_gbps: float = 3350.0
     """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
     # HBM latency, measured (harness/gpu/hbm_curve.py derives these from

@@ -37,7 +37,8 @@ HopperConfig drifted_config(Sim& sim, const std::string& gpu_name) {
         std::clamp(1.0 + c.clock_spread_frac * DriftDraws(sim, gpu_name).normal(DriftSource::kClock, 0), 0.5, 1.5);
     c.clock_ghz *= scale;
     c.clock_ghz_without_mma *= scale;
-    c.sm_port_bytes_per_ps *= scale;
+    c.sm_load_bytes_per_ps *= scale;
+    c.sm_store_bytes_per_ps *= scale;
   }
   return c;
 }

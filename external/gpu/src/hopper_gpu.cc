@@ -65,6 +65,7 @@ void HopperGpu::register_stats() {
   st.counter(n + ".stall.throttled", "events", &remote_.throttle_stalls());
   st.counter(n + ".throttle_bypasses", "turns", &remote_.throttle_bypasses());
   st.counter(n + ".stall.post_credits", "events", &remote_.post_credit_stalls());
+  st.counter(n + ".stall.sm_port", "events", &remote_.sm_port_stalls());
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
   st.counter(n + ".throttle_retagged_fetches", "fetches", &remote_.retagged_fetches());
   if (cfg_.mergeable_cap_lines) {  // net.cais_merge.outstanding_cap
@@ -131,6 +132,7 @@ void HopperGpu::handle(const Event& e) {
     case kLocalDone: return exec_.local_overflow_done(static_cast<std::uint32_t>(e.arg));
     case kPortFree: return ports_.pump(e.arg32);
     case kCreditWake: return ports_.on_credit_wake(e.arg32);
+    case kSmPortFree: return remote_.sm_port_free(e.arg32);
     case kLaunchReady: return sched_.on_launch_ready(static_cast<std::uint32_t>(e.arg));
     case kDispatch: return sched_.on_dispatch();
     case kThrottleExpiry: return remote_.hold_expired(e.arg);

@@ -4,9 +4,10 @@
 
 namespace cais::gpu {
 
-LocalMemory::LocalMemory(const HopperConfig& cfg) : cfg_(cfg), hbm_load_(cfg) {
+LocalMemory::LocalMemory(const HopperConfig& cfg)
+    : cfg_(cfg), load_bytes_per_ps_(cfg.sm_load_bytes_per_ps), store_bytes_per_ps_(cfg.sm_store_bytes_per_ps),
+      hbm_load_(cfg) {
   sm_ports_.resize(cfg.num_sms);
-  for (auto& s : sm_ports_) s.bytes_per_ps = cfg.sm_port_bytes_per_ps;
   l2_.bytes_per_ps = cfg.l2_bytes_per_ps;
   l2_tiles_.set_capacity(cfg.l2_bytes);
   hbm_.bytes_per_ps = cfg.hbm_bytes_per_ps;
@@ -18,7 +19,7 @@ TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std:
   const bool hit = l2_tiles_.lookup_insert(key, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
   if (write) {  // the data leaves the SM now; the store completes in L2, its write-back occupies HBM
     hbm_reserve(now, bytes, true);
-    return std::max(port.reserve(now, now, bytes), l2_served) + cfg_.l2_latency_ps;
+    return std::max(port.reserve(now, now, bytes, store_bytes_per_ps_), l2_served) + cfg_.l2_latency_ps;
   }
   // A load's first bytes reach the SM a latency after L2 (a hit) or HBM (a miss) began serving
   // them, its last a latency after they were served; in between they stream through the port.
@@ -33,7 +34,7 @@ TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std:
   } else {
     ++l2_hits_;
   }
-  return std::max(port.reserve(now, first, bytes), last);
+  return std::max(port.reserve(now, first, bytes, load_bytes_per_ps_), last);
 }
 
 TimePs LocalMemory::remote_read(TimePs now, std::uint64_t bytes) {

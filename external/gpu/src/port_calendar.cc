@@ -4,7 +4,7 @@
 
 namespace cais::gpu {
 
-TimePs PortCalendar::reserve(TimePs now, TimePs earliest, std::uint64_t bytes) {
+TimePs PortCalendar::reserve(TimePs now, TimePs earliest, std::uint64_t bytes, double bytes_per_ps) {
   bytes_ += bytes;
   earliest = std::max(earliest, now);
   TimePs need = static_cast<TimePs>(static_cast<double>(bytes) / bytes_per_ps + 0.5);

@@ -19,7 +19,7 @@ void RemotePacketizer::pump(std::uint32_t qi) {
   const std::uint32_t turn = bulk_lines(qi);
   for (;;) {
     bool went = false, past_held = false;
-    bool seen[5] = {};  // Blocked reasons met in this round
+    bool seen[6] = {};  // Blocked reasons met in this round
     for (std::size_t k = 0; k < q.rotating() && !went; ++k) {
       const std::uint32_t oi = q.at(k);
       std::uint32_t cut = 0;
@@ -44,6 +44,7 @@ void RemotePacketizer::pump(std::uint32_t qi) {
     cap_stalls_ += seen[static_cast<int>(Blocked::kCap)];
     outstanding_stalls_ += seen[static_cast<int>(Blocked::kLimit)];
     post_credit_stalls_ += seen[static_cast<int>(Blocked::kPostRoom)];
+    sm_port_stalls_ += seen[static_cast<int>(Blocked::kSmPort)];
     return;
   }
 }
@@ -62,6 +63,13 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
       cap_waiters_.push_back(qi);
     }
     return Blocked::kCap;  // resumed by a response or CAIS_RED_ACK (retire_mergeable)
+  }
+  if (sends_sm_data(op) && sm_port_free_at_[qi] > ctx_.now()) {
+    if (!sm_port_wake_[qi]) {
+      sm_port_wake_[qi] = 1;
+      ctx_.schedule(sm_port_free_at_[qi], kSmPortFree, 0, qi);
+    }
+    return Blocked::kSmPort;
   }
   const bool store = posted_store(op);
   const bool posted = op.type == proto::PKT_CAIS_RED || store;  // red.cais: complete on the wire

@@ -17,6 +17,8 @@ namespace cais::gpu {
 RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
   queues_.resize(ctx.cfg.num_sms + 1);
   cap_waiting_.assign(queues_.size(), 0);
+  sm_port_free_at_.assign(ctx.cfg.num_sms, 0);
+  sm_port_wake_.assign(ctx.cfg.num_sms, 0);
 }
 
 void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue, std::uint64_t fill_key) {
@@ -193,6 +195,7 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t*
   } else if (ctx_.functional && p.payload_bytes && !op.flag && op.type != proto::PKT_DMA) {
     p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
   }
+  if (sends_sm_data(op)) sm_port_free_at_[op.queue] = ctx_.mem->sm_store(sim.now(), op.queue, bytes);
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes, lines);
   ports.enqueue(h, ports.plane(p.addr), cls);

@@ -494,7 +494,7 @@ void TbScheduler::set_clock(double ghz) {
   if (ghz == ctx_.clock_ghz) return;
   ctx_.clock_ghz = ghz;
   const HopperConfig& c = ctx_.cfg;
-  ctx_.mem->set_sm_port_bytes_per_ps(ghz == c.clock_ghz ? c.sm_port_bytes_per_ps : c.sm_port_bytes_per_ps * ghz / c.clock_ghz);
+  ctx_.mem->set_sm_port_clock(ghz / c.clock_ghz);
 }
 
 }  // namespace cais::gpu

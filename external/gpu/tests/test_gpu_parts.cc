@@ -13,7 +13,8 @@ HopperConfig memory_config() {
   c.num_sms = 2;
   c.l2_bytes = 1 << 20;
   c.l2_bytes_per_ps = 1.0;        // 1 B/ps
-  c.sm_port_bytes_per_ps = 0.5;   // the SM port is the narrower one
+  c.sm_load_bytes_per_ps = 0.5;   // the SM port is the narrower one
+  c.sm_store_bytes_per_ps = 0.5;
   c.hbm_bytes_per_ps = 0.25;
   c.l2_latency_ps = 100;
   c.hbm_latency_ps = 400;

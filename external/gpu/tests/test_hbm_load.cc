@@ -19,7 +19,8 @@ HopperConfig loaded_config() {
   c.num_sms = 1;
   c.l2_bytes = 1 << 20;
   c.l2_bytes_per_ps = 100;
-  c.sm_port_bytes_per_ps = 100;
+  c.sm_load_bytes_per_ps = 100;
+  c.sm_store_bytes_per_ps = 100;
   c.hbm_bytes_per_ps = 1;
   c.hbm_peak_bytes_per_ps = 1;
   c.l2_latency_ps = 100;

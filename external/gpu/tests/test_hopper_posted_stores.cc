@@ -23,7 +23,8 @@ struct StoreRun {
 
 // One block (one SM) stores 1 MiB to GPU 1 through the NVSwitch router at the harness's default
 // network (8 VCs x 256 flits per lane, a 4-lane 100 GB/s port); 256 slots per SM, as the default.
-StoreRun one_sm_stores(bool posted, const std::string& vc_scope = "lane", std::int64_t vc_depth = 256) {
+StoreRun one_sm_stores(bool posted, const std::string& vc_scope = "lane", std::int64_t vc_depth = 256,
+                       double sm_store_bytes_per_cycle = 1000) {
   isa::Workload wl = one_kernel(2, 1);
   wl.mutable_buffers(0)->set_bytes(kStoreBytes);
   wl.mutable_launches(0)->add_gpus(0);
@@ -37,6 +38,7 @@ StoreRun one_sm_stores(bool posted, const std::string& vc_scope = "lane", std::i
   m["net.functional"].set_b(false);
   m["net.vc_buffer_scope"].set_s(vc_scope);
   m["net.vc_depth_flits"].set_i(vc_depth);
+  m["gpu.sm_store_bytes_per_cycle"].set_d(sm_store_bytes_per_cycle);
   HostedModel h;
   StoreRun r;
   r.st = run_config(h, c);
@@ -56,6 +58,20 @@ TEST(HopperPostedStores, OneSmsStoresAreNotBoundByItsLoadSlots) {
   // Every store is still acknowledged, and the kernel ends only after the last ack.
   EXPECT_EQ(posted.st.at("gpu0.rx.WRITE_ACK.packets"), kStoreBytes / 128);
   EXPECT_EQ(posted.st.at("gpu0.tbs_completed"), 1);
+}
+
+// A store's data leaves the SM through the SM's port: at an H100's 32 B per clock (1 GHz here:
+// 32 GB/s, a third of the link) the port, not the link, sets one SM's rate, and the queue waits
+// for it (stall.sm_port) rather than piling packets up at the NVLink port.
+TEST(HopperPostedStores, OneSmsStoresLeaveAtItsPortsStoreRate) {
+  const StoreRun r = one_sm_stores(true, "lane", 256, 32.0);
+  // never above the port's rate; below it by the last store's trip and ack (~1 us of ~33)
+  EXPECT_LE(r.gbps, 32.0);
+  EXPECT_GE(r.gbps, 32.0 * 0.94);
+  EXPECT_GT(r.st.at("gpu0.stall.sm_port"), 0);
+  EXPECT_EQ(r.st.at("gpu0.rx.WRITE_ACK.packets"), kStoreBytes / 128);
+  const StoreRun fast = one_sm_stores(true);  // a port faster than the link: the link's rate
+  EXPECT_GT(fast.gbps, 2.5 * r.gbps);
 }
 
 TEST(HopperPostedStores, StoresHoldingLoadSlotsAreBoundByTheRoundTrip) {

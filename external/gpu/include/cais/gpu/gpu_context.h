@@ -44,7 +44,8 @@ class RemoteReadCache;
 enum GpuEvent : std::uint32_t {
   kTbStep = 1, kMemDone, kPortFree, kLaunchReady, kRespond, kTbStart = 7, kDispatch, kThrottleExpiry,
   kLocalDone,   // a local op past the block's 16 tracked completion times
-  kCreditWake   // a direct-credit return the ports wait for (arg32 = port; cais/deferred_credits.h)
+  kCreditWake,  // a direct-credit return the ports wait for (arg32 = port; cais/deferred_credits.h)
+  kSmPortFree   // an SM's port has carried the stores its queue sent (arg32 = SM; remote_packetizer.h)
 };
 
 // Egress traffic classes of the GPU hub (each has a VC class of its own).

@@ -26,7 +26,8 @@ struct HopperConfig {
   std::uint64_t l2_bytes = 0;
   double l2_bytes_per_ps = 0;       // whole GPU
   TimePs l2_latency_ps = 0;
-  double sm_port_bytes_per_ps = 0;  // one SM <-> L2
+  double sm_load_bytes_per_ps = 0;   // one SM's port to L2: loaded bytes,
+  double sm_store_bytes_per_ps = 0;  // stored bytes (one resource: port_calendar.h)
   double hbm_bytes_per_ps = 0;      // effective (peak x efficiency)
   TimePs hbm_latency_ps = 0;        // idle: an L2 miss beyond the L2 hit latency
   // Loaded latency (hbm_load.h): extra ps of an HBM read at each utilisation (bytes served over

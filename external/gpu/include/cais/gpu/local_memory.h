@@ -3,7 +3,7 @@
 // HBM. Transaction level: a tile access reserves bytes on the servers and completes after the
 // latencies; nothing is simulated per cycle. The SM's port carries a store's data when it is
 // issued and a load's data when it returns (port_calendar.h), so a load of B bytes takes its
-// latency plus B at the port's rate.
+// latency plus B at the port's load rate; stores cross at the (slower) store rate.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -23,13 +23,20 @@ class LocalMemory {
   // A tile access by an SM; returns its completion time. Writes complete in L2 (their
   // write-back only occupies HBM); read misses go to HBM.
   TimePs access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write);
+  // Bytes SM `sm` sends to another GPU: they cross its port at the store rate from `now`;
+  // returns when the last has crossed.
+  TimePs sm_store(TimePs now, std::uint32_t sm, std::uint64_t bytes) {
+    return sm_ports_[sm].reserve(now, now, bytes, store_bytes_per_ps_);
+  }
   // A peer's read of `bytes` (NVLink hub): L2 and HBM, plus the L2 latency.
   TimePs remote_read(TimePs now, std::uint64_t bytes);
   // Bytes written by a peer or the copy engine: occupy L2 and HBM.
   void remote_write(TimePs now, std::uint64_t bytes);
-  // The SM <-> L2 ports move bytes per SM cycle: their rate follows the SM clock.
-  void set_sm_port_bytes_per_ps(double rate) {
-    for (auto& s : sm_ports_) s.bytes_per_ps = rate;
+  // The SM <-> L2 ports move bytes per SM cycle: their rates follow the SM clock (`scale`: the
+  // clock over the configured one).
+  void set_sm_port_clock(double scale) {
+    load_bytes_per_ps_ = cfg_.sm_load_bytes_per_ps * scale;
+    store_bytes_per_ps_ = cfg_.sm_store_bytes_per_ps * scale;
   }
   // Remote tiles cached in L2 (remote_read_cache.h): resident?, and one that arrived.
   bool l2_resident(std::uint64_t key) const { return l2_tiles_.contains(key); }
@@ -51,6 +58,7 @@ class LocalMemory {
  private:
   const HopperConfig& cfg_;
   std::vector<PortCalendar> sm_ports_;
+  double load_bytes_per_ps_, store_bytes_per_ps_;
   BandwidthServer l2_, hbm_;
   HbmLoad hbm_load_;
   // HBM serves `bytes` from `now` on: the bandwidth server and the loaded-latency average.

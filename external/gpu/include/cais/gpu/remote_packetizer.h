@@ -14,6 +14,10 @@
 // still completes on its acks, so a wait on it (a fence) waits for every ack. Responses complete
 // packets, the last one completes the op and tells the block. Switch THROTTLE holds mergeable
 // requests of a group: only that group's ops; the other ops of a queue take their turns.
+// A store's data (st.remote, multimem.st/red, red.cais) leaves the SM through the SM's port, the
+// one its local loads and stores use (local_memory.h), at the port's store rate: each packet
+// books its bytes there when sent, and the SM's queue cuts no further store line until they have
+// crossed (a kSmPortFree event resumes it); its loads' requests go on meanwhile.
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off an op collect in that op's buffer per
 // plane (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
@@ -104,11 +108,17 @@ class RemotePacketizer {
   std::uint64_t& throttle_bypasses() { return throttle_bypasses_; }
   std::uint64_t& throttles() { return throttles_; }
   std::uint64_t& retagged_fetches() { return retagged_fetches_; }
+  std::uint64_t& sm_port_stalls() { return sm_port_stalls_; }
+  // SM `sm`'s port has carried the stores it booked: resume its queue (kSmPortFree).
+  void sm_port_free(std::uint32_t sm) {
+    sm_port_wake_[sm] = 0;
+    pump(sm);
+  }
   Histogram& latency_ns() { return latency_ns_; }
 
  private:
   // Why an op cannot cut its next line now.
-  enum class Blocked : std::uint8_t { kNo, kHeld, kCap, kLimit, kPostRoom };
+  enum class Blocked : std::uint8_t { kNo, kHeld, kCap, kLimit, kPostRoom, kSmPort };
   // Hand out queue q's free line slots, turn by turn, until no op can go.
   void pump(std::uint32_t q);
   // Whether op oi of queue qi can cut its next line; registers the wake-up if not.
@@ -132,6 +142,12 @@ class RemotePacketizer {
   bool posted_store(const RemoteOp& op) const {
     return ctx_.cfg.posted_stores && op.queue < ctx_.cfg.num_sms && !op.flag &&
            (op.type == proto::PKT_WRITE || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED);
+  }
+  // Data an SM sends through its port (not a flag, not the copy engine's DMA).
+  bool sends_sm_data(const RemoteOp& op) const {
+    return op.queue < ctx_.cfg.num_sms && !op.flag &&
+           (op.type == proto::PKT_WRITE || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED ||
+            op.type == proto::PKT_CAIS_RED);
   }
   // The port of `op`'s next line: the plane of its first byte's sector.
   std::uint32_t next_line_port(const RemoteOp& op) const;
@@ -173,6 +189,9 @@ class RemotePacketizer {
   std::vector<std::uint8_t> post_waiting_;                // per (queue, port): in that port's FIFO
   std::uint32_t line_flits_ = 0;                          // flits of a full max_packet_bytes line
   std::uint64_t post_credit_stalls_ = 0;
+  std::vector<TimePs> sm_port_free_at_;     // per SM: when its port has carried the stores booked
+  std::vector<std::uint8_t> sm_port_wake_;  // per SM: a kSmPortFree is scheduled
+  std::uint64_t sm_port_stalls_ = 0;
   Histogram latency_ns_;
 };
 
