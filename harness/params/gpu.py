@@ -187,17 +187,17 @@ class GpuParams:
     driver-made partitions of 64-72 SMs (harness/data/measured/h100_partitions_clusters.csv).
     2-CTA clusters pair up on every partition measured, so they are not limited. 0: no limit."""
     # BEGIN CALIBRATED (scripts/calibrate_gpu.py rewrites this block)
-    l2_bw_gbps: float = 9349.3
+    l2_bw_gbps: float = 11139.5
     """L2 bandwidth shared by all SMs, GB/s (fitted; microbenchmarks report ~5.5-7 TB/s)."""
-    tc_efficiency: float = 0.9662
+    tc_efficiency: float = 1.0000
     """Fraction of peak tensor-core rate an mma reaches inside a K loop (fitted)."""
-    alu_efficiency: float = 0.6600
+    alu_efficiency: float = 0.6083
     """Fraction of alu_flops_per_cycle_per_sm an ALU instruction stream reaches: ALU work is counted
     as 2 x the SASS instructions per element (layernorm) and the SMs issue in order, so dependency
     stalls the resident warps do not hide cost issue slots (fitted)."""
     tb_overhead_ns: float = 0.0
     """Fixed cost of one thread block: dispatch, prologue, epilogue (fitted)."""
-    kernel_launch_ns: float = 7004.7
+    kernel_launch_ns: float = 5629.4
     """From launch to first block dispatch, and between kernels of one stream (fitted)."""
     # END CALIBRATED
 
