@@ -132,3 +132,28 @@ def median(xs):
     if n == 0:
         return float("nan")
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def stamped_spans(launch, stamps, reps: int, sync):
+    """Run `launch(r)` reps + 1 times (the first a warm-up), each after `sync()` and a 0.2 ms
+    pause; `stamps` (a device array of {smid, start ns, end ns} per CTA) is read after each.
+    Returns the spans in us (last end - first start) of the timed runs and the last run's
+    stamps as an int64 array of shape (CTAs, 3)."""
+    import time
+
+    spans, s = [], None
+    for r in range(reps + 1):
+        sync()
+        time.sleep(2e-4)
+        launch(r)
+        sync()
+        s = stamps.get().reshape(-1, 3).astype("int64")
+        if r:
+            spans.append((s[:, 2].max() - s[:, 1].min()) / 1e3)
+    return spans, s
+
+
+def per_sm(stamps) -> tuple[int, int]:
+    """(distinct SMs, the most CTAs any one SM ran) of a stamps array from stamped_spans."""
+    sms = stamps[:, 0].tolist()
+    return len(set(sms)), max(sms.count(x) for x in set(sms))

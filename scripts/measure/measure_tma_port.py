@@ -30,10 +30,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CsvOut, enforce_no_multicast, median  # noqa: E402
+from common import CsvOut, enforce_no_multicast, median, per_sm, stamped_spans  # noqa: E402
 
 enforce_no_multicast()
 
@@ -148,27 +147,21 @@ def main() -> None:
                     stamps = cp.zeros(3 * ctas, dtype=cp.uint64)
                     window = ctas * bpc
                     nwin = max(2, POOL_BYTES // window - 1)
-                    spans = []
                     with cp.cuda.ExternalStream(stream.cuda_stream):
-                        for r in range(args.reps + 1):  # the first is a warm-up
-                            cp.cuda.get_current_stream().synchronize()
-                            time.sleep(2e-4)
+                        def launch(r):
                             src = pool[(r % nwin) * window // 8:]
                             fn((ctas,), (32,), (src, dst, cp.int64(bpc), cp.uint32(chunk), stamps), shared_mem=smem)
-                            cp.cuda.get_current_stream().synchronize()
-                            s = stamps.get().reshape(-1, 3).astype("int64")
-                            if r:
-                                spans.append((s[:, 2].max() - s[:, 1].min()) / 1e3)
-                    sms = s[:, 0].tolist()
-                    per_sm = max(sms.count(x) for x in set(sms))
+
+                        spans, s = stamped_spans(launch, stamps, args.reps, cp.cuda.get_current_stream().synchronize)
+                    distinct, most = per_sm(s)
                     us = median(spans)
                     gbps_cta = bpc / (us * 1e3)
                     out.row(sms=g.sm_count, kind=kind, stages=stages, chunk_bytes=chunk, ctas_per_sm=k, ctas=ctas,
-                            bytes_per_cta=bpc, us=round(us, 2), gbps_per_sm=round(gbps_cta * per_sm, 2),
-                            gbps_per_cta=round(gbps_cta, 2), distinct_sms=len(set(sms)), max_ctas_on_an_sm=per_sm,
+                            bytes_per_cta=bpc, us=round(us, 2), gbps_per_sm=round(gbps_cta * most, 2),
+                            gbps_per_cta=round(gbps_cta, 2), distinct_sms=distinct, max_ctas_on_an_sm=most,
                             reps=args.reps, gpu=gpu)
                     log(f"{kind:9s} stages {stages} k {k}: {us:8.1f} us, {gbps_cta:6.1f} GB/s per CTA, "
-                        f"{gbps_cta * per_sm:6.1f} per SM ({len(set(sms))} SMs, max {per_sm} per SM)")
+                        f"{gbps_cta * most:6.1f} per SM ({distinct} SMs, max {most} per SM)")
                     del dst, stamps
         del pool
         cp.get_default_memory_pool().free_all_blocks()
