@@ -11,11 +11,14 @@ from harness.gpu import power
 from harness.cosim import SimResult, simulate
 
 
-def engine_params(cfg: DictConfig) -> dict[str, Any]:
+def engine_params(cfg: DictConfig, kind: str = "tensor") -> dict[str, Any]:
+    """The engines' flat parameters; a power-aware clock (`gpu.clock_mhz` <= 0) resolved for all
+    SMs running `kind` kernels: tensor for anything with GEMMs (a layer's GEMMs set its power),
+    memory for runs of memory-bound kernels alone (harness/gpu/power.py)."""
     flat = param_groups.flatten(cfg, param_groups.discover())
     flat["host.gpu_model"] = cfg.system.gpu_model
     flat["host.switch_model"] = cfg.system.switch_model
-    return power.resolve_clock(flat)
+    return power.resolve_clock(flat, kind)
 
 
 def cosim_options(cfg: DictConfig) -> dict[str, Any]:

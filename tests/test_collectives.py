@@ -55,6 +55,23 @@ def test_a_row_runs_the_gpus_of_its_own_system():
     assert (mine.hbm_bw_gbps, mine.clock_mhz) == (4800.0, 1500.0)  # the command line wins
 
 
+def test_a_collective_alone_runs_at_the_power_models_memory_bound_clock():
+    """With no GEMM the GPUs draw little power: a power-aware system's rows run at the clock the
+    power model gives memory-bound kernels on all SMs (the maximum, 1980 MHz), not the 1395 MHz
+    of 132 SMs of tensor work; a fixed clock stays fixed."""
+    from harness.gpu import power
+    from harness.system import engine_params
+
+    row = pd.Series({"name": "r", "op": "all_reduce", "bytes": 1 << 26, "gpus": 8, "algo": "nvls"})
+    h100 = vc.row_gpu(compose("experiment=validate_collectives"), "dgx_h100")
+    clock = vc.row_params(h100, row)["gpu.clock_mhz"]
+    flat = {f"gpu.{k}": v for k, v in h100.gpu.items()}
+    assert clock == power.settled_clock_mhz(132, "memory", flat) == 1980.0
+    assert engine_params(h100)["gpu.clock_mhz"] == power.settled_clock_mhz(132, "tensor", flat) < clock
+    h200 = vc.row_gpu(compose("experiment=validate_collectives"), "hgx_h200_8gpu")
+    assert vc.row_params(h200, row)["gpu.clock_mhz"] == 1620.0
+
+
 def test_a_row_may_force_the_channel_count():
     cfg = compose("experiment=validate_collectives")
     row = pd.Series({"name": "r", "op": "all_gather", "bytes": 1 << 20, "gpus": 2, "algo": "ring", "channels": 8})

@@ -111,7 +111,10 @@ def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
         raise ConfigError("validate.input", f"op '{op}' is not one of: {', '.join(OPS)}")
     if algo not in ALGOS:
         raise ConfigError("validate.input", f"algo '{algo}' is not one of: {', '.join(ALGOS)}")
-    params = engine_params(cfg)
+    # a collective alone keeps the GPUs' power low: a power-aware clock is the memory-bound one
+    # (an H100 runs a streaming kernel alone at 1980 MHz, docs/VALIDATION.md "GEMM beside a
+    # streaming kernel"); it matters to the ISA kernels, whose stores leave at the SMs' clock
+    params = engine_params(cfg, kind="memory")
     params["host.gpu_model"] = "collective"
     params["host.switch_model"] = cfg.system.switch_model
     params["collective.op"] = op
