@@ -1,9 +1,10 @@
 // An SM's port to L2 as a calendar of the times it carries data.
 //
 // One port carries a store's data when the SM issues it and a load's data when it comes back
-// from L2 or HBM, a latency later, each at its own direction's rate: the two directions are one
-// resource on an H100, in which a stored byte takes 3.6 times a loaded one's time
-// (docs/MEASUREMENTS.md, "One SM's port by direction"), so a booking is a time, not bytes. Reservations are therefore not made in time order: a load
+// from L2 or HBM, a latency later, each at its own direction's rate (the caller's): the two
+// directions are one resource on an H100, in which a stored byte takes 3.6 times a loaded
+// one's time (docs/MEASUREMENTS.md, "One SM's port by direction"), so every booking takes the
+// same free time whatever its direction. Reservations are not made in time order: a load
 // issued now books the port for when its data returns, and a store issued a moment later may
 // still cross before it. A first-come server (bandwidth_server.h) would put that store behind
 // the load's future return, or, booking the load at its issue as the engine once did, overlap

@@ -140,10 +140,10 @@ class RemotePacketizer {
   void retire_mergeable(std::uint64_t lines);  // a response or ack: count down, resume waiters
   // An SM's store that is posted (gpu.posted_stores): it holds no outstanding slot.
   bool posted_store(const RemoteOp& op) const {
-    return ctx_.cfg.posted_stores && op.queue < ctx_.cfg.num_sms && !op.flag &&
-           (op.type == proto::PKT_WRITE || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED);
+    return ctx_.cfg.posted_stores && sends_sm_data(op) && op.type != proto::PKT_CAIS_RED;
   }
-  // Data an SM sends through its port (not a flag, not the copy engine's DMA).
+  // Data an SM sends through its port: its stores and red.cais (not a flag, not the copy
+  // engine's DMA).
   bool sends_sm_data(const RemoteOp& op) const {
     return op.queue < ctx_.cfg.num_sms && !op.flag &&
            (op.type == proto::PKT_WRITE || op.type == proto::PKT_MM_ST || op.type == proto::PKT_MM_RED ||
