@@ -11,14 +11,16 @@ from harness.gpu import power
 from harness.cosim import SimResult, simulate
 
 
-def engine_params(cfg: DictConfig, kind: str = "tensor") -> dict[str, Any]:
+def engine_params(cfg: DictConfig, kind: str = "tensor", burst: bool = False) -> dict[str, Any]:
     """The engines' flat parameters; a power-aware clock (`gpu.clock_mhz` <= 0) resolved for all
     SMs running `kind` kernels: tensor for anything with GEMMs (a layer's GEMMs set its power),
-    memory for runs of memory-bound kernels alone (harness/gpu/power.py)."""
+    memory for runs of memory-bound kernels alone (harness/gpu/power.py). burst: a run as short
+    as a measured burst from an idle GPU, whose clock follows the load (the burst clock while a
+    GEMM runs, the memory-bound one otherwise; power.resolve_burst_clocks), not one settled clock."""
     flat = param_groups.flatten(cfg, param_groups.discover())
     flat["host.gpu_model"] = cfg.system.gpu_model
     flat["host.switch_model"] = cfg.system.switch_model
-    return power.resolve_clock(flat, kind)
+    return power.resolve_burst_clocks(flat) if burst else power.resolve_clock(flat, kind)
 
 
 def cosim_options(cfg: DictConfig) -> dict[str, Any]:

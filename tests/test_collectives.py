@@ -47,7 +47,7 @@ def test_a_row_runs_the_gpus_of_its_own_system():
     """Before, an H200 row of a run composed on dgx_h100 ran H100s (3350 GB/s HBM, the power-model
     clock): the row's system brought its system.* keys but not its gpu.* keys."""
     h200 = vc.row_gpu(compose("experiment=validate_collectives"), "hgx_h200_8gpu").gpu
-    assert (h200.hbm_bw_gbps, h200.clock_mhz) == (4800.0, 1620.0)
+    assert (h200.hbm_bw_gbps, h200.clock_mhz) == (4800.0, 0.0)  # 0: the power model's clock
     assert h200.bulk_lines == 1  # the experiment's own gpu.* keys stay
     h100 = vc.row_gpu(compose("experiment=validate_collectives", "system=hgx_h200_8gpu"), "dgx_h100").gpu
     assert (h100.hbm_bw_gbps, h100.clock_mhz) == (3350.0, 0.0)  # 0: the power model's clock
@@ -69,7 +69,9 @@ def test_a_collective_alone_runs_at_the_power_models_memory_bound_clock():
     assert clock == power.settled_clock_mhz(132, "memory", flat) == 1980.0
     assert engine_params(h100)["gpu.clock_mhz"] == power.settled_clock_mhz(132, "tensor", flat) < clock
     h200 = vc.row_gpu(compose("experiment=validate_collectives"), "hgx_h200_8gpu")
-    assert vc.row_params(h200, row)["gpu.clock_mhz"] == 1620.0
+    assert vc.row_params(h200, row)["gpu.clock_mhz"] == 1980.0  # an H200 the same
+    fixed = vc.row_gpu(compose("experiment=validate_collectives", "gpu.clock_mhz=1620"), "hgx_h200_8gpu")
+    assert vc.row_params(fixed, row)["gpu.clock_mhz"] == 1620.0
 
 
 def test_a_row_may_force_the_channel_count():

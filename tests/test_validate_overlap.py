@@ -43,6 +43,27 @@ def test_validate_overlap_columns_and_determinism(tmp_path, engines, cli):
     assert (res["err_overlap_pct"] - expect).abs().max() < 0.01
 
 
+def test_the_measured_bursts_run_at_the_clock_that_follows_their_load():
+    """measure_overlap.py timed a few milliseconds at a time from an idle GPU: the power model's
+    burst clock while a GEMM runs (1650 MHz on 132 SMs), the maximum while NCCL runs alone (its
+    power is the memory system's), not the 1395 MHz a settled all-SM GEMM load gives; a clock the
+    user fixes stays the one clock."""
+    from harness.gpu import power
+    from harness.system import engine_params
+
+    cfg = compose("experiment=validate_overlap")
+    flat = {f"gpu.{k}": v for k, v in cfg.gpu.items()}
+    p = engine_params(cfg, burst=True)
+    assert p["gpu.clock_mhz"] == power.burst_clock_mhz(132, "tensor", flat) == 1650.0
+    assert p["gpu.clock_mhz_without_mma"] == power.burst_clock_mhz(132, "memory", flat) == 1980.0
+    assert engine_params(cfg)["gpu.clock_mhz"] == power.settled_clock_mhz(132, "tensor", flat) == 1395.0
+    assert not set(power.MODEL_KEYS) & set(p)  # the engine sees only the resolved clocks
+    fixed = engine_params(compose("experiment=validate_overlap", "gpu.clock_mhz=1620"), burst=True)
+    assert (fixed["gpu.clock_mhz"], fixed["gpu.clock_mhz_without_mma"]) == (1620.0, 0.0)
+    own = engine_params(compose("experiment=validate_overlap", "gpu.clock_mhz_without_mma=1900"), burst=True)
+    assert (own["gpu.clock_mhz"], own["gpu.clock_mhz_without_mma"]) == (1650.0, 1900.0)
+
+
 def test_overlap_workload_is_two_streams_with_one_allreduce_after_each_gemm_chunk():
     row = pd.Series(ROWS[1])
     wl = vo.build_workload(row, 132, ring.RingConfig(channels=4), overlap=True)

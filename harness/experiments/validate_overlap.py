@@ -121,7 +121,9 @@ def _run(cfg: DictConfig, row: pd.Series, wl) -> tuple[np.ndarray, float]:
     row = row.copy()
     row["system"] = SYSTEM_BY_GPUS[int(row["gpus"])]
     system = row_system(cfg, row)
-    params = engine_params(cfg)
+    # Each measured pattern ran a few milliseconds at a time from an idle GPU: the SMs ran at the
+    # burst clock while the GEMM ran and at the memory-bound one while NCCL ran alone
+    params = engine_params(cfg, burst=True)
     params["host.gpu_model"] = "hopper"
     params["host.switch_model"] = cfg.system.switch_model
     res = simulate(topo_mod.build(system), params, seed=int(cfg.seed), workload=wl.SerializeToString(),

@@ -79,3 +79,21 @@ def resolve_clock(flat: dict[str, Any], kind: str = "tensor") -> dict[str, Any]:
     for key in MODEL_KEYS:
         flat.pop(key, None)
     return flat
+
+
+def resolve_burst_clocks(flat: dict[str, Any]) -> dict[str, Any]:
+    """flat params for the engine in a burst from an idle GPU (the measurements of the validation
+    experiments: a few milliseconds of work, before the power controller settles): a power-aware
+    gpu.clock_mhz (<= 0) replaced by the burst clock of all SMs running tensor kernels, the clock
+    while an mma kernel runs, and gpu.clock_mhz_without_mma, where 0, by the memory-bound burst
+    clock (the maximum: a memory-bound kernel's power is far below either limit); a fixed clock
+    kept, and with it a clock_mhz_without_mma of 0 (the engine's "the same clock"). The model's
+    keys removed."""
+    if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) <= 0:
+        sms = int(flat["gpu.num_sms"])
+        flat["gpu.clock_mhz"] = burst_clock_mhz(sms, "tensor", flat)
+        if float(flat.get("gpu.clock_mhz_without_mma", 0.0)) == 0:
+            flat["gpu.clock_mhz_without_mma"] = burst_clock_mhz(sms, "memory", flat)
+    for key in MODEL_KEYS:
+        flat.pop(key, None)
+    return flat
