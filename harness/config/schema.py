@@ -234,9 +234,10 @@ def build_root() -> type:
                    "null: outputs/DATE/TIME-PID-RANDOM, never shared by two runs."})),
         ("phase", str, field(default="inference", metadata={"doc": "inference (prefill: the forward pass) or "
                                                             "training (forward, then backward) of a layer workload."})),
-        ("workload", str, field(default="traffic", metadata={"doc": "traffic (the GPU model's own traffic), or an LLM "
-                                                             "layer lowered by a scheme: layer, sublayer_l1..sublayer_l4 "
-                                                             "(docs/SCHEMES.md)."})),
+        ("workload", str, field(default="traffic", metadata={"doc": "traffic (the GPU model's own traffic), collective "
+                                                             "(collective.op/algo/bytes as the library's kernel on the "
+                                                             "Hopper engine), or an LLM layer lowered by a scheme: layer, "
+                                                             "sublayer_l1..sublayer_l4 (docs/SCHEMES.md)."})),
         ("cosim", CosimConfig, field(default_factory=CosimConfig)),
         ("system", SystemConfig, field(default_factory=SystemConfig)),
         ("model", ModelConfig, field(default_factory=ModelConfig)),

@@ -29,6 +29,12 @@ def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
     """What this run never reads, and why. An LLM layer runs on the Hopper engine whatever
     system.gpu_model says, so it reads no GPU model's section; a traffic run reads no model,
     phase or CAIS coordination, and only its own GPU model's section."""
+    if cfg.workload == "collective":
+        from harness import collective_run
+        return ("traffic", "synthetic", "system.gpu_model", "model", "phase", "coordination") + \
+            collective_run.ignored_collective_keys(), \
+            "with workload=collective (the library's kernel on the Hopper engine; the rest of collective.* is " \
+            "the NCCL-like model's)"
     if cfg.workload != "traffic":
         return GPU_MODEL_SECTIONS + ("system.gpu_model",), \
             f"with workload={cfg.workload} (an LLM layer runs on the Hopper engine)"
@@ -61,10 +67,13 @@ def check(cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    if cfg.workload == "collective":  # one collective as the library's tile-ISA kernel
+        from harness import collective_run
+        return collective_run.run(cfg, out_dir)
     if cfg.workload != "traffic":  # an LLM layer or sub-layer lowered by a scheme
         from harness import layer_sim
         if cfg.workload not in layer_sim.LAYER_WORKLOADS:
-            raise ConfigError("workload", f"unknown workload '{cfg.workload}' (choices: traffic, "
+            raise ConfigError("workload", f"unknown workload '{cfg.workload}' (choices: traffic, collective, "
                               f"{', '.join(layer_sim.LAYER_WORKLOADS)})")
         return layer_sim.run(cfg, out_dir)
     if cfg.scheme.name != "none":

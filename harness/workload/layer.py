@@ -130,7 +130,7 @@ def build(m: ModelDims, phase: str, workload: str, partition: str, gpus: int) ->
     if phase not in PHASES:
         raise ConfigError("phase", f"unknown phase '{phase}' (choices: {', '.join(PHASES)})")
     if workload not in WORKLOADS:
-        raise ConfigError("workload", f"unknown workload '{workload}' (choices: traffic, {', '.join(WORKLOADS)})")
+        raise ConfigError("workload", f"unknown workload '{workload}' (choices: traffic, collective, {', '.join(WORKLOADS)})")
     if partition not in PARTITIONS:
         raise ValueError(f"unknown partition '{partition}'")
     if phase == "inference" and workload in BACKWARD_SUBLAYERS:
