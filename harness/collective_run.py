@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from harness.cosim import simulate
 from harness.errors import ConfigError
-from harness.experiments.validate_collectives import ALGOS, OPS, bus_factor, isa_workload
+from harness.experiments.validate_collectives import ALGOS, OPS, bus_factor, isa_span_us, isa_workload
 from harness.params.collective import CollectiveParams
 from harness.results import write_csv_atomic
 from harness.system import cosim_options, engine_params
@@ -61,16 +61,6 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError("scheme", f"workload=collective runs no scheme, got scheme={cfg.scheme.name}")
 
 
-def kernel_span_us(stats: pd.DataFrame, gpus: int, kernel: str = "collective") -> float:
-    """From the first GPU's start of launch 0 to the last GPU's end of it, us (all GPUs start at
-    the same host launch)."""
-    ends = stats[stats["name"].str.fullmatch(rf"gpu\d+\.kernel0\.{kernel}\.end")]["value"]
-    starts = stats[stats["name"].str.fullmatch(rf"gpu\d+\.kernel0\.{kernel}\.start")]["value"]
-    if len(ends) != gpus or (ends < 0).any():
-        raise ConfigError("collective", f"the kernel did not finish on every GPU ({len(ends)} of {gpus} ends)")
-    return (float(ends.max()) - float(starts.min())) / 1e3
-
-
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     check(cfg)
     c, gpus = cfg.collective, int(cfg.system.gpus)
@@ -86,7 +76,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     st = res.stats
     write_csv_atomic(out_dir / "stats.csv", st, exact=True)
     write_csv_atomic(out_dir / "series.csv", res.series)
-    time_us = kernel_span_us(st, gpus)
+    time_us = isa_span_us(st, gpus, "collective", f"{c.algo} {c.op} of {c.bytes} bytes")
     algbw = int(c.bytes) / (time_us * 1e3)
     out = {"system": cfg.system.name, "gpus": gpus, "workload": "collective", "op": str(c.op), "algo": str(c.algo),
            "bytes": int(c.bytes), "channels": int(c.nvls_channels if c.algo == "nvls" else c.channels),

@@ -159,15 +159,22 @@ def isa_workload(cfg: DictConfig, row: pd.Series, params: dict[str, Any]) -> byt
     return b.wl.SerializeToString()
 
 
+def isa_span_us(st: pd.DataFrame, gpus: int, key: str, what: str) -> float:
+    """The ISA kernel (launch 0, named collective) from the first GPU's start to the last GPU's
+    end, us (every GPU starts it at the same host launch); a GPU without its end is an error
+    naming `key`."""
+    ends = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.end")]["value"]
+    starts = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.start")]["value"]
+    if len(ends) != gpus or (ends < 0).any():
+        raise ConfigError(key, f"{what}: the collective did not finish on every GPU ({int((ends >= 0).sum())} of {gpus})")
+    return (float(ends.max()) - float(starts.min())) / 1e3
+
+
 def finish_us(cfg: DictConfig, st: pd.DataFrame, row: pd.Series) -> float:
     """When the last GPU finished the collective: the collective model's finish time, or the ISA
     kernel's end (from the first GPU's start: both start at the same host launch)."""
     if cfg.validate.kernels == "isa":
-        ends = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.end")]["value"]
-        starts = st[st["name"].str.fullmatch(r"gpu\d+\.kernel0\.collective\.start")]["value"]
-        if len(ends) != int(row["gpus"]):
-            raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} kernel ends, got {len(ends)}")
-        return (float(ends.max()) - float(starts.min())) / 1e3
+        return isa_span_us(st, int(row["gpus"]), "validate.input", f"row {row['name']}")
     fin = st[st["name"].str.fullmatch(r"gpu\d+\.collective\.finish_time")]["value"]
     if len(fin) != int(row["gpus"]):
         raise ConfigError("validate.input", f"row {row['name']}: expected {row['gpus']} finish times, got {len(fin)}")
