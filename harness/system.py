@@ -31,9 +31,11 @@ def cosim_options(cfg: DictConfig) -> dict[str, Any]:
                 max_sim_time_us=c.max_sim_time_us, fault=c.fault, watch=list(c.watch), shm_spin_us=c.shm_spin_us)
 
 
-def run_system(cfg: DictConfig, workload: bytes = b"", overrides: dict[str, Any] | None = None) -> SimResult:
-    """Simulate cfg.system with the engine parameters of cfg (plus `overrides`)."""
+def run_system(cfg: DictConfig, workload: bytes = b"", overrides: dict[str, Any] | None = None,
+               kind: str = "tensor") -> SimResult:
+    """Simulate cfg.system with the engine parameters of cfg (plus `overrides`); a power-aware
+    clock resolved for `kind` kernels (engine_params)."""
     topo = topology.build(cfg.system)
-    params = engine_params(cfg)
+    params = engine_params(cfg, kind)
     params.update(overrides or {})
     return simulate(topo, params, seed=cfg.seed, workload=workload, **cosim_options(cfg))

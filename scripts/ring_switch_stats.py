@@ -1,7 +1,8 @@
 """Where a ring AllReduce's link time goes in the NVSwitch engine, on 2, 4 and 8 GPUs.
 
 One ISA ring all_reduce (harness/kernels/ring.py, validate_overlap's settings: flit-level switch,
-24 channels) of about 32 MiB per GPU on hgx_h200_{N}gpu. Prints per GPU count: the data rate per
+24 channels, the SMs at the clock the power model gives a collective alone) of about 32 MiB per GPU
+on hgx_h200_{N}gpu. Prints per GPU count: the data rate per
 GPU (the bytes it sends, 2 (N-1)/N of the tensor, over the last GPU's end), GPU 0's link busy
 fraction (port time over the run), and the switch residence of a packet (mean and p99, ns). On 2
 GPUs each switch output takes one input; on 4 and 8 it takes the data of GPU g-1 and the write
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         b = WorkloadBuilder("ar", g, int(cfg.gpu.num_sms))
         b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
                                  cfg=ring.RingConfig(channels=channels)), b.stream("s"))
-        st = run_system(cfg, workload=b.wl.SerializeToString()).stats
+        st = run_system(cfg, workload=b.wl.SerializeToString(), kind="memory").stats  # a ring alone
         s = dict(zip(st["name"], st["value"]))
         end_ns = max(s[f"gpu{i}.kernel0.ar.end"] for i in range(g))
         ports = sorted({n.split(".")[1] for n in s if n.startswith("gpu0.port") and n.endswith(".tx.busy_ps")})
