@@ -92,12 +92,13 @@ def test_every_cut_of_a_step_leaves_exact_values(engines, kind, part):
 
 @pytest.mark.parametrize("kind", ring.KINDS)
 def test_a_slice_of_many_rounds_leaves_exact_values(engines, kind):
-    """A 168 KiB part in two 84 KiB slices, each streamed in rounds of 128 threads x 8 x 16 B =
-    16 KiB (NCCL's unroll): a first round, a loop of four, and a 4 KiB rest."""
+    """A 168 KiB part in two 84 KiB slices, each walked by the channel's 4 warps in rounds of 32
+    threads x 8 x 16 B = 4 KiB (NCCL's unroll): 21 rounds, warp 0 taking 6 (a first, a loop of
+    five), the others 5, none of them the same as another's."""
     if not (engines / "cais-engine").exists():
         pytest.skip("cais-engine not built")
     part = 172032
-    assert ring.slice_size(part, 98304) == 86016 and 86016 % (128 * ring.PIECE_BYTES_PER_THREAD) == 4096
+    assert ring.slice_size(part, 98304) == 86016 and 86016 // (32 * ring.PIECE_BYTES_PER_THREAD) == 21
     stats, C = _ring_values(kind, part, slice_bytes=98304)
     for g in range(G):
         assert functional.engine_summary(stats, g, "data") == functional.summary(_expected(kind, g, part, C)), g

@@ -16,13 +16,15 @@ AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut i
               into the next GPU's slot N-1+t (recvCopySend: two stores);
   finally     wait for the last part, g + 2, and copy it from slot 2N-3 into the tensor (recv).
 ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
-g + 1 into slot 0 and forwards the others as the gather above. A channel streams each slice in
-rounds of threads x 128 B (its threads' loads in flight): a round's loads, add and stores follow
+g + 1 into slot 0 and forwards the others as the gather above. A channel's warps walk each slice
+independently, as NCCL's reduceCopyPacks hands each warp its own hunks: the CTA is one warp
+group per warp (isa.proto Kernel.warp_groups), and warp w moves pieces w, w + W, ... of the slice
+in rounds of 32 threads x 128 B (its loads in flight): a round's loads, add and stores follow
 each other, the stores are posted (WAIT scope=LOCAL waits for the loads only) and the next
-round's loads go out behind them, as NCCL's primitives do. A slice's stores are acknowledged
-before its flag (NCCL's fence before the tail flag), which the channel does while it loads the
-next slice's first round. Receive slots and flags are distinct per (chunk, channel, step,
-slice). In functional runs the values travel through tile registers, so the sums are checked
+round's loads go out behind them. At the slice's end each warp waits for its stores'
+acknowledgements and adds 1 to the slice's flag on the next GPU (NCCL's fence before the tail
+flag; there one thread posts it after a barrier), and the next GPU's warps wait for all W.
+Receive slots and flags are distinct per (chunk, channel, step, slice). In functional runs the values travel through tile registers, so the sums are checked
 exactly. Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ SLICES_PER_CHUNK = 2
 R_RECV, R_LOCAL = 1, 2  # tile registers
 # Bytes one thread has in flight per round: NCCL's Simple primitives load 16 B vectors unrolled
 # COLL_UNROLL deep (reduceCopyPacks), and ncclCollUnroll() is 8 on sm_80 and later (device.h, since
-# NCCL 2.17), so a channel of 512 threads streams a slice in rounds of 64 KiB.
+# NCCL 2.17), so each warp streams its hunks in rounds of 4 KiB (64 KiB per 512-thread channel).
 PIECE_BYTES_PER_THREAD = 8 * 16
 
 
@@ -93,7 +95,8 @@ class _Ring:
     pieces of a slice)."""
 
     def __init__(self, p: Program, *, data: int, recv: int, flags: int, gpus: int, channels: int, chunk: int,
-                 part: int, slice_bytes: int, recv_steps: int, piece_bytes: int):
+                 part: int, slice_bytes: int, recv_steps: int, piece_bytes: int, group: int = 0, groups: int = 1):
+        self.w, self.W = group, groups
         self.p, self.data, self.recv, self.flags, self.G = p, data, recv, flags, gpus
         self.chunk, self.part, self.slice = chunk, part, slice_bytes
         self.S = -(-part // slice_bytes)
@@ -119,8 +122,8 @@ class _Ring:
         n, S = self.n_flags, self.S
         return affine(8 * (index * S + shift), bx=8 * n * S, loops=(8 * self.C * n * S,) + ((8,) if in_loop else ()))
 
-    def wait(self, index: int, pc: _Piece):
-        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(index, pc.shift, pc.in_loop), value=1)
+    def wait(self, index: int, pc: _Piece):  # every sending group adds 1 once its part has landed
+        self.p.ins(isa.FLAG_WAIT, buffer=self.flags, addr=self.flag(index, pc.shift, pc.in_loop), value=self.W)
 
     def signal(self, index: int, shift: int, in_loop: bool):
         self.p.ins(isa.FLAG_SIGNAL, buffer=self.flags, addr=self.flag(index, shift, in_loop), value=1,
@@ -133,64 +136,62 @@ class _Ring:
         self.p.ins(isa.ST_REMOTE, buffer=buf, addr=addr, peer=self.nxt, rows=1, row_bytes=size, reg=reg,
                    is_async=True)
 
-    def slice_pieces(self, body, shift: int, in_loop: bool, length: int, signal_index) -> None:
-        """One slice as rounds of `piece` bytes: the first piece (which also acknowledges the
-        previous slice's stores and posts its flag), a loop over the full pieces, a short tail."""
-        p, b = self.p, min(self.piece, length)
-        body(_Piece(shift, 0, b, in_loop, head=True), signal_index)
-        full = length // b
-        if full > 2:
-            p.loop(full - 1)
-            body(_Piece(shift, b, b, in_loop, step=b), None)
+    def group_slice(self, body, shift: int, in_loop: bool, length: int, signal_index) -> None:
+        """Warp group w's rounds of one slice (NCCL's warps each walk their own hunks of a slice,
+        reduceCopyPacks): pieces w, w + W, ... of `piece` bytes, the short tail to the group whose
+        turn it is; then its stores are acknowledged and it adds 1 to the slice's flag."""
+        p, W, w = self.p, self.W, self.w
+        b = min(self.piece, length)
+        full, tail = length // b, length % b
+        mine = len(range(w, full, W))
+        if mine:
+            body(_Piece(shift, w * b, b, in_loop, head=True))
+        if mine > 1:
+            p.loop(mine - 1)
+            body(_Piece(shift, (w + W) * b, b, in_loop, step=W * b))
             p.end()
-        elif full == 2:
-            body(_Piece(shift, b, b, in_loop), None)
-        if length % b:
-            body(_Piece(shift, full * b, length % b, in_loop), None)
+        if tail and full % W == w:
+            body(_Piece(shift, full * b, tail, in_loop, head=not mine))
+        if signal_index is not None:
+            p.ins(isa.WAIT, count=0)
+            self.signal(signal_index, shift, in_loop)
 
     def step(self, body, signal_index: int | None) -> None:
         """Every slice of one step (the first, a loop over the middle ones, the last, which may be
-        shorter); a slice's stores are acknowledged when the next slice's first loads are (WAIT
-        0), then its flag follows (NCCL's fence before the tail flag)."""
+        shorter), each ending with its stores acknowledged and its flag raised (NCCL's fence
+        before the tail flag)."""
         p, S = self.p, self.S
-        self.slice_pieces(body, 0, False, self.slice if S > 1 else self.part, None)
+        self.group_slice(body, 0, False, self.slice if S > 1 else self.part, signal_index)
         if S > 2:
             p.loop(S - 2)
-            self.slice_pieces(body, 1, True, self.slice, signal_index)
+            self.group_slice(body, 1, True, self.slice, signal_index)
             p.end()
         if S > 1:
-            self.slice_pieces(body, S - 1, False, self.last, signal_index)
-        p.ins(isa.WAIT, count=0)
-        if signal_index is not None:
-            self.signal(signal_index, S - 1, False)
+            self.group_slice(body, S - 1, False, self.last, signal_index)
 
     def emit(self, kind: str) -> None:
         G, p = self.G, self.p
         ag0 = G - 1  # flag index of the gather's first step
 
-        def after_loads(pc: _Piece, signal_index):
-            if signal_index is not None:  # the previous slice's stores are acknowledged
-                p.ins(isa.WAIT, count=0)
-                self.signal(signal_index, pc.shift - 1, pc.in_loop)
-            else:  # the loads are in registers; earlier posted stores stay in flight
-                p.ins(isa.WAIT, scope=isa.LOCAL)
+        def after_loads():  # the loads are in registers; posted stores stay in flight
+            p.ins(isa.WAIT, scope=isa.LOCAL)
 
         if kind in ("all_reduce", "reduce_scatter"):
-            def first(pc, sig):
+            def first(pc):
                 self.load(self.data, self.data_part(0, pc), R_RECV, pc.size)
-                after_loads(pc, sig)
+                after_loads()
                 self.send(self.recv, self.slot(0, pc), pc.size)
             self.step(first, 0)
             for s in range(1, G):
                 last = s == G - 1
                 target = (ag0 if kind == "all_reduce" else None) if last else s
 
-                def reduce(pc, sig, s=s, last=last):
+                def reduce(pc, s=s, last=last):
                     if pc.head:
                         self.wait(s - 1, pc)
                     self.load(self.recv, self.slot(s - 1, pc), R_RECV, pc.size)
                     self.load(self.data, self.data_part(-s, pc), R_LOCAL, pc.size)
-                    after_loads(pc, sig)
+                    after_loads()
                     p.ins(isa.ALU, elements=pc.size // 2, flops_per_element=1.0, reg=R_RECV, src_reg=R_LOCAL)
                     if not last:
                         self.send(self.recv, self.slot(s, pc), pc.size)
@@ -203,27 +204,27 @@ class _Ring:
                 return
             gather = G - 1  # the gather's first receive slot
         else:
-            def gather0(pc, sig):
+            def gather0(pc):
                 self.load(self.data, self.data_part(1, pc), R_RECV, pc.size)
-                after_loads(pc, sig)
+                after_loads()
                 self.send(self.recv, self.slot(0, pc), pc.size)
             self.step(gather0, ag0)
             gather = 0
         for t in range(1, G - 1):
-            def forward(pc, sig, t=t):
+            def forward(pc, t=t):
                 if pc.head:
                     self.wait(ag0 + t - 1, pc)
                 self.load(self.recv, self.slot(gather + t - 1, pc), R_RECV, pc.size)
-                after_loads(pc, sig)
+                after_loads()
                 self.store(self.data_part(1 - t, pc), pc.size)
                 self.send(self.recv, self.slot(gather + t, pc), pc.size)
             self.step(forward, ag0 + t)
 
-        def receive(pc, sig):  # the last part, g + 2, from the previous GPU's receive slot
+        def receive(pc):  # the last part, g + 2, from the previous GPU's receive slot
             if pc.head:
                 self.wait(ag0 + G - 2, pc)
             self.load(self.recv, self.slot(gather + G - 2, pc), R_RECV, pc.size)
-            after_loads(pc, sig)
+            after_loads()
             self.store(self.data_part(2 - G, pc), pc.size)
         self.step(receive, None)
 
@@ -252,12 +253,17 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
     flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
     ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64, loads_via_l1=True)
-    p.loop(chunks)
-    if wait is not None:
-        wait(p)
-    _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part,
-          slice_bytes=slice_bytes, recv_steps=recv_steps, piece_bytes=cfg.threads * PIECE_BYTES_PER_THREAD).emit(kind)
-    p.end()
+    W = max(1, cfg.threads // 32)  # NCCL's warps walk a slice independently (reduceCopyPacks)
+    for w in range(W):
+        if W > 1:
+            p = Program(b.wl.kernels[ki], f"warps{w}")
+        p.loop(chunks)
+        if wait is not None:
+            wait(p)
+        _Ring(p, data=data, recv=recv, flags=flags, gpus=G, channels=C, chunk=chunk, part=part,
+              slice_bytes=slice_bytes, recv_steps=recv_steps,
+              piece_bytes=cfg.threads // W * PIECE_BYTES_PER_THREAD, group=w, groups=W).emit(kind)
+        p.end()
     return ki
 
 
