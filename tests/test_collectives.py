@@ -127,8 +127,11 @@ def test_unknown_op_is_refused(tmp_path):
 def test_isa_kernels_run_the_same_rows_and_move_nccls_bytes(engines, tmp_path):
     """validate.kernels=isa runs each row as the library's tile-ISA kernel on the Hopper engine:
     a ring AllReduce sends 2(N-1)/N of the (128 B-rounded) tensor per GPU, ReduceScatter and
-    AllGather (N-1)/N, plus one 8 B flag per step and channel; an NVLS AllReduce answers the
-    switch's ld_reduce reads of the whole tensor once per GPU."""
+    AllGather (N-1)/N, plus one 8 B flag add per step, slice (one here), channel and warp (each
+    of a channel's warps raises the slice's flag once its own stores have landed); an NVLS
+    AllReduce answers the switch's ld_reduce reads of the whole tensor once per GPU."""
+    from harness.kernels import ring
+    warps = ring.RingConfig().threads // 32
     cfg = compose("experiment=validate_collectives", f"validate.input={TINY}", "validate.kernels=isa")
     df = vc.run(cfg, tmp_path)
     assert (df["sim_us"] > 0).all() and len(df) == 4
@@ -140,7 +143,7 @@ def test_isa_kernels_run_the_same_rows_and_move_nccls_bytes(engines, tmp_path):
         assert row["busbw_GBps"] < 450 * n / max(n - 1, 1)
         if algo == "ring":
             steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-            per_gpu = steps * nbytes // n + 8 * steps * ch
+            per_gpu = steps * nbytes // n + 8 * steps * ch * warps
             assert row["bytes_write"] == n * per_gpu, row["name"]
         else:
             assert row["bytes_read_resp"] == n * nbytes
