@@ -12,7 +12,7 @@ import pytest
 import math
 
 from harness import schemes
-from harness.kernels import nvls
+from harness.kernels import nvls, ring
 from harness.kernels.gemm import plan
 from harness.workload import build, from_config
 
@@ -137,7 +137,7 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
     copy of the slices being reduced) and multimem.st sends D/N; NCCL's ring sends 2(N-1)/N D for
     an AllReduce; FuseLib: the partial tiles to their owners and the sums back, 2(N-1)/N D) plus
     the flags: 8 B per flag write (NVLS: 2 x N-1 writes per channel and step; ring: one per
-    step per channel per chunk)."""
+    step per channel per chunk per warp)."""
     if scheme == "ladm":
         return ladm_bytes(phase, workload)
     if scheme == "cais_base":
@@ -177,7 +177,8 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
             continue
         if scheme == "coconet":
             chunks = params.chunks
-            out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1)
+            warps = ring.RingConfig().threads // 32  # each warp raises a slice's flag (one slice per step here)
+            out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1) * warps
             continue
         chunks = params.chunks if scheme == "coconet_nvls" else 1
         steps = nvls.geometry(D, G, nvls.NvlsConfig(channels=C), chunks).steps
