@@ -25,7 +25,8 @@ round's loads go out behind them. At the slice's end each warp waits for its sto
 acknowledgements and adds 1 to the slice's flag on the next GPU (NCCL's fence before the tail
 flag; there one thread posts it after a barrier), and the next GPU's warps wait for all W.
 Receive slots and flags are distinct per (chunk, channel, step, slice). In functional runs the
-values travel through tile registers, so the sums are checked exactly. Per GPU the data sent is NCCL's: (N-1)/N of the tensor per half.
+values travel through tile registers, so the sums are checked exactly. Per GPU the data sent is
+NCCL's: (N-1)/N of the tensor per half.
 """
 from __future__ import annotations
 
