@@ -49,9 +49,9 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError("collective.op", f"'{c.op}' with collective.algo=nvls: the NVLS kernel runs all_reduce only")
     if int(c.bytes) < 1:
         raise ConfigError("collective.bytes", f"must be >= 1, got {c.bytes}")
-    key = "collective.nvls_channels" if c.algo == "nvls" else "collective.channels"
-    if int(cfg.collective[key.split(".")[1]]) < 1:
-        raise ConfigError(key, f"must be >= 1, got {cfg.collective[key.split('.')[1]]}")
+    name = "nvls_channels" if c.algo == "nvls" else "channels"
+    if int(c[name]) < 1:
+        raise ConfigError(f"collective.{name}", f"must be >= 1, got {c[name]}")
     if int(cfg.system.gpus) < 2:
         raise ConfigError("system.gpus", f"must be >= 2 for a collective, got {cfg.system.gpus}")
     if cfg.system.topology != "dgx":

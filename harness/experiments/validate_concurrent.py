@@ -147,13 +147,12 @@ def burst_clock_mhz(params: dict[str, Any], kind: str = "tensor") -> float:
     sustained clock (~1400 MHz); NVML read 1860-1980 MHz during them, which is not the clock the
     SMs ran at (an H200's own cycle counters read 1600-1780 MHz in such bursts,
     h200_burst_clock.csv). The measured clock (column sm_clock_mhz) is not an input."""
-    full = standalone.gpu_params(dict(params))  # the defaults under what params sets
-    fixed = float(full["gpu.clock_mhz"])
+    # the defaults under what params sets, resolved as every burst run resolves them
+    full = power.resolve_burst_clocks(standalone.gpu_params(dict(params)))
     # The clock without mma kernels may be fixed on its own (0: like gpu.clock_mhz); a negative
     # value goes on to the engine, which refuses it by name.
-    if kind == "memory" and float(full["gpu.clock_mhz_without_mma"]) != 0:
-        fixed = float(full["gpu.clock_mhz_without_mma"])
-    return fixed if fixed != 0 else power.burst_clock_mhz(int(full["gpu.num_sms"]), kind, full)
+    without_mma = float(full["gpu.clock_mhz_without_mma"])
+    return without_mma if kind == "memory" and without_mma != 0 else float(full["gpu.clock_mhz"])
 
 
 def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:

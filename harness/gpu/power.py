@@ -76,6 +76,10 @@ def resolve_clock(flat: dict[str, Any], kind: str = "tensor") -> dict[str, Any]:
     settles over milliseconds, longer than a layer), a fixed clock kept; the model's keys removed."""
     if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) <= 0:
         flat["gpu.clock_mhz"] = settled_clock_mhz(int(flat["gpu.num_sms"]), kind, flat)
+    return _drop_model_keys(flat)
+
+
+def _drop_model_keys(flat: dict[str, Any]) -> dict[str, Any]:
     for key in MODEL_KEYS:
         flat.pop(key, None)
     return flat
@@ -94,6 +98,4 @@ def resolve_burst_clocks(flat: dict[str, Any]) -> dict[str, Any]:
         flat["gpu.clock_mhz"] = burst_clock_mhz(sms, "tensor", flat)
         if float(flat.get("gpu.clock_mhz_without_mma", 0.0)) == 0:
             flat["gpu.clock_mhz_without_mma"] = burst_clock_mhz(sms, "memory", flat)
-    for key in MODEL_KEYS:
-        flat.pop(key, None)
-    return flat
+    return _drop_model_keys(flat)
