@@ -74,9 +74,9 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     workload = isa_workload(cfg, row, params)
     res = simulate(topology.build(cfg.system), params, seed=int(cfg.seed), workload=workload, **cosim_options(cfg))
     st = res.stats
+    time_us = isa_span_us(st, gpus, "collective", f"{c.algo} {c.op} of {c.bytes} bytes")  # before any file
     write_csv_atomic(out_dir / "stats.csv", st, exact=True)
     write_csv_atomic(out_dir / "series.csv", res.series)
-    time_us = isa_span_us(st, gpus, "collective", f"{c.algo} {c.op} of {c.bytes} bytes")
     algbw = int(c.bytes) / (time_us * 1e3)
     out = {"system": cfg.system.name, "gpus": gpus, "workload": "collective", "op": str(c.op), "algo": str(c.algo),
            "bytes": int(c.bytes), "channels": int(c.nvls_channels if c.algo == "nvls" else c.channels),
