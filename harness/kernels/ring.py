@@ -15,8 +15,11 @@ AllReduce of a region (N parts of P bytes; part k at offset k P; each part cut i
   gather t    (1 .. N-2) wait for part g - t + 1 in slot N-2+t, store it locally and send it on
               into the next GPU's slot N-1+t (recvCopySend: two stores);
   finally     wait for the last part, g + 2, and copy it from slot 2N-3 into the tensor (recv).
-ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather sends part
-g + 1 into slot 0 and forwards the others as the gather above. A channel's warps walk each slice
+ReduceScatter is steps 0 .. N-1 (GPU g ends with the sum of part g + 1); AllGather copies part
+g + 1 into place and sends it into slot 0 (copySend: NCCL's out-of-place all_gather, as
+nccl-tests and torch's all_gather_into_tensor call it, copies its input into the output; here the
+input is the output's own part, so the copy stores the bytes it loaded where they were) and
+forwards the others as the gather above. A channel's warps walk each slice
 independently, as NCCL's reduceCopyPacks hands each warp its own hunks: the CTA is one warp
 group per warp (isa.proto Kernel.warp_groups), and warp w moves pieces w, w + W, ... of the slice
 in rounds of 32 threads x 128 B (its loads in flight): a round's loads, add and stores follow
@@ -205,9 +208,10 @@ class _Ring:
                 return
             gather = G - 1  # the gather's first receive slot
         else:
-            def gather0(pc):
+            def gather0(pc):  # copySend: NCCL's out-of-place all_gather also copies its input into the output
                 self.load(self.data, self.data_part(1, pc), R_RECV, pc.size)
                 after_loads()
+                self.store(self.data_part(1, pc), pc.size)
                 self.send(self.recv, self.slot(0, pc), pc.size)
             self.step(gather0, ag0)
             gather = 0
