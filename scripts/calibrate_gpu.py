@@ -12,7 +12,9 @@ Fitted (harness/params/gpu.py, between the CALIBRATED markers):
 against the measured cuBLAS GEMMs and PyTorch layernorms (--fit-kinds) in
 harness/data/measured/h100_kernels.csv at the SM counts
 given by --fit-sms (default 132 and 66: the full GPU and the paper's half, an exact driver-made
-partition), each GEMM replaying its recorded cuBLAS plan at its measured SM clock. The objective is the mean absolute percentage error plus a penalty on errors above
+partition), each GEMM replaying its recorded cuBLAS plan at the clock the power model predicts
+for its SM count and kind (validate_kernels.simulate_rows; the row's measured clock is not an
+input). The objective is the mean absolute percentage error plus a penalty on errors above
 20 %; Nelder-Mead over the box below. Writes harness/data/calibration/h100.json (values, command,
 error summary) and, with --write, rewrites the defaults in harness/params/gpu.py.
 

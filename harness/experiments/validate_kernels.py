@@ -79,7 +79,7 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
     df = df.copy()
     base = {k if k.startswith("gpu.") else f"gpu.{k}": v for k, v in gpu_params.items()}
     base["gpu.launch_skew_ns"] = 0.0
-    base["gpu.clock_spread_frac"] = 0.0  # the measured GPU ran at the measured clock
+    base["gpu.clock_spread_frac"] = 0.0  # one GPU: no clock spread between GPUs
     wls, ovs, cfgs = [], [], []
     for _, row in df.iterrows():
         ov = dict(base)
