@@ -13,7 +13,7 @@ pipeline released thread block by thread block:
            remote tiles in each wave (its own home's tiles stay local). Interleaved by whole
            rows of tiles instead, a wave held 16 tiles of each of 4 homes: the 4 GPUs owning them
            posted a quarter fewer tiles, ran ahead, and the merge tables held the gap
-           (docs/RESULTS.md, "What was found and changed").
+           (docs/RESULTS.md, "The lowerings tried").
   rs gate  one-warp block per row block of the owner's shard: waits until its own tiles are
            done and (N-1) x the block's bytes have landed (spec A17: home-side counters).
   LN       one block per row, TB dependency on its row block's gate (not on the whole kernel).
