@@ -1,14 +1,15 @@
 """Where a ring AllReduce's link time goes in the NVSwitch engine, on 2, 4 and 8 GPUs.
 
 One ISA ring all_reduce (harness/kernels/ring.py, validate_overlap's settings: flit-level switch,
-24 channels, the SMs at the clock the power model gives a collective alone) of about 32 MiB per GPU
+24 channels, the SMs at the clock the power model gives a collective alone) of about --mib MiB per
+GPU (default 32; the same bytes on every GPU count: whole 128 B lines, 8 per channel and part)
 on hgx_h200_{N}gpu. Prints per GPU count: the data rate per
 GPU (the bytes it sends, 2 (N-1)/N of the tensor, over the last GPU's end), GPU 0's link busy
 fraction (port time over the run), and the switch residence of a packet (mean and p99, ns). On 2
 GPUs each switch output takes one input; on 4 and 8 it takes the data of GPU g-1 and the write
 acks of GPU g+1 (docs/VALIDATION.md, "GEMM + ring AllReduce").
 
-  .venv/bin/python scripts/ring_switch_stats.py [--gpus 2,4,8] [OVERRIDE ...]
+  .venv/bin/python scripts/ring_switch_stats.py [--gpus 2,4,8] [--mib 32] [OVERRIDE ...]
 """
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-LINES_PER_PART = {2: 5464, 4: 2732, 8: 1366}  # 32 MiB in whole 128 B parts of 24 channels
+GPU_COUNTS = (2, 4, 8)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="2,4,8")
+    ap.add_argument("--mib", type=float, default=32.0, help="all_reduce size per GPU, MiB")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (net.vc_depth_flits=4096, ...)")
     a = ap.parse_args(argv)
     from hydra import compose, initialize_config_dir
@@ -38,9 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         gpus = [int(x) for x in a.gpus.split(",")]
     except ValueError:
         gpus = []
-    if not gpus or any(g not in LINES_PER_PART for g in gpus):
-        print(f"ring_switch_stats: --gpus takes a comma-separated subset of {', '.join(map(str, LINES_PER_PART))}",
+    if not gpus or any(g not in GPU_COUNTS for g in gpus):
+        print(f"ring_switch_stats: --gpus takes a comma-separated subset of {', '.join(map(str, GPU_COUNTS))}",
               file=sys.stderr)
+        return 2
+    if not a.mib > 0:
+        print("ring_switch_stats: --mib takes a size above 0", file=sys.stderr)
         return 2
     register()
     print("gpus  GB/s per GPU  link busy %  switch residence mean / p99 ns")
@@ -49,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = compose(config_name="config",
                           overrides=["experiment=validate_overlap", f"system=hgx_h200_{g}gpu", *a.overrides])
         channels = int(cfg.collective.channels)
-        nbytes = channels * g * 128 * LINES_PER_PART[g]
+        lines = -(-int(a.mib * 2**20) // (channels * 128 * 8)) * 8  # per channel: 8 | lines, so every part is whole
+        nbytes = channels * 128 * lines
         b = WorkloadBuilder("ar", g, int(cfg.gpu.num_sms))
         b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
                                  cfg=ring.RingConfig(channels=channels)), b.stream("s"))
