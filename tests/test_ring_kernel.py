@@ -102,3 +102,24 @@ def test_a_slice_of_many_rounds_leaves_exact_values(engines, kind):
     stats, C = _ring_values(kind, part, slice_bytes=98304)
     for g in range(G):
         assert functional.engine_summary(stats, g, "data") == functional.summary(_expected(kind, g, part, C)), g
+
+
+@pytest.mark.parametrize("kind,parts_stored", [("all_reduce", G), ("all_gather", G), ("reduce_scatter", 1)])
+def test_each_gpu_stores_into_its_output_what_nccls_out_of_place_ring_writes(engines, kind, parts_stored):
+    """Local stores of one GPU, in parts of a channel (the remote stores into the next GPU's receive
+    slots are not local): all_reduce and all_gather write every one of the G parts of the output
+    once (the all_gather's own part by its first step, NCCL's copySend when input and output
+    differ, as nccl-tests and all_gather_into_tensor call it; then the G - 2 parts it forwards and
+    the last one it copies out), reduce_scatter only its own reduced part."""
+    if not (engines / "cais-engine").exists():
+        pytest.skip("cais-engine not built")
+    C, part = 2, 6 * 1024
+    nbytes = C * G * part
+    b = WorkloadBuilder(f"ring_{kind}", G, 132)
+    rk = ring.collective(b, "ring", kind, nbytes, data=b.buffer("data", nbytes),
+                         cfg=ring.RingConfig(channels=C, threads=128, slice_bytes=4096))
+    b.launch(rk, b.stream("s"))
+    res = run_system(compose("system=hgx_h200_4gpu", "system.gpu_model=hopper"), workload=b.wl.SerializeToString())
+    stats = dict(zip(res.stats["name"], res.stats["value"]))
+    for g in range(G):
+        assert stats[f"gpu{g}.local.st_bytes"] == parts_stored * C * part, f"{kind} gpu{g}"
