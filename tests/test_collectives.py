@@ -131,7 +131,7 @@ def test_isa_kernels_run_the_same_rows_and_move_nccls_bytes(engines, tmp_path):
     of a channel's warps raises the slice's flag once its own stores have landed); an NVLS
     AllReduce answers the switch's ld_reduce reads of the whole tensor once per GPU."""
     from harness.kernels import ring
-    warps = ring.RingConfig().threads // 32
+    warps = ring.RingConfig().warps
     cfg = compose("experiment=validate_collectives", f"validate.input={TINY}", "validate.kernels=isa")
     df = vc.run(cfg, tmp_path)
     assert (df["sim_us"] > 0).all() and len(df) == 4

@@ -177,7 +177,7 @@ def expected_bytes(scheme: str, phase: str, workload: str) -> dict[str, int]:
             continue
         if scheme == "coconet":
             chunks = params.chunks
-            warps = ring.RingConfig().threads // 32  # each warp raises a slice's flag (one slice per step here)
+            warps = ring.RingConfig().warps  # each warp raises a slice's flag (one slice per step here)
             out["write"] += G * (2 * (G - 1) * D // G) + G * 8 * chunks * C * 2 * (G - 1) * warps
             continue
         chunks = params.chunks if scheme == "coconet_nvls" else 1

@@ -143,10 +143,8 @@ def test_the_switch_runs_a_4_and_an_8_gpu_ring_at_the_same_rate(engines):
     """On 4 GPUs as on 8 every GPU sends data to the next and write acks to the previous, so each
     switch output takes one GPU's data and another's acks, and per GPU the rings move data at the
     same rate. The default switch, allocated flit by flit, does that: 32 MiB alone (1980 MHz) runs
-    at 293.3 GB/s on 4 GPUs and 296.7 on 8 (257.5 and 262.2 with one lane's 8 VCs per port, one
-    64 B SM port rate at 1620 MHz and channel-wide rounds). The packet-level
-    allocator did not (212.6 against 312.4:
-    an input held its data behind a response for a busy output), nor did its stand-ins for
+    at 293.3 GB/s on 4 GPUs and 296.7 on 8. The packet-level allocator does not (212.6 against 312.4:
+    an input holds its data behind a response for a busy output), nor do its stand-ins for
     flit interleaving settle in one place (docs/VALIDATION.md)."""
     if not (engines / "cais-engine").exists():
         pytest.skip("cais-engine not built")

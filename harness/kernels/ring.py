@@ -60,6 +60,12 @@ class RingConfig:
     threads: int = 512
     slice_bytes: int = SLICE_BYTES
 
+    @property
+    def warps(self) -> int:
+        """The channel's warp groups: NCCL's warps walk a slice independently (reduceCopyPacks),
+        and each raises the slice's flag once."""
+        return max(1, self.threads // 32)
+
 
 def part_addr(base, part_bytes: int, gpus: int, shift: int):
     """base + ((g + shift) mod gpus) * part_bytes."""
@@ -258,7 +264,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     recv = b.buffer(f"{name}.recv", chunks * C * recv_steps * part)
     flags = b.flags(f"{name}.flags", chunks * C * 2 * (G - 1) * S)
     ki, p = b.kernel(name, C, 1, threads=cfg.threads, regs=64, loads_via_l1=True)
-    W = max(1, cfg.threads // 32)  # NCCL's warps walk a slice independently (reduceCopyPacks)
+    W = cfg.warps
     for w in range(W):
         if W > 1:
             p = Program(b.wl.kernels[ki], f"warps{w}")
