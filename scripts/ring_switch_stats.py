@@ -32,9 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness import CONF_DIR
     from harness.config.schema import register
-    from harness.kernels import ring
-    from harness.kernels.builder import WorkloadBuilder
-    from harness.system import run_system
+    from harness.experiments.validate_overlap import ring_alone
 
     try:
         gpus = [int(x) for x in a.gpus.split(",")]
@@ -55,16 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                           overrides=["experiment=validate_overlap", f"system=hgx_h200_{g}gpu", *a.overrides])
         channels = int(cfg.collective.channels)
         lines = -(-int(a.mib * 2**20) // (channels * 128 * 8)) * 8  # per channel: 8 | lines, so every part is whole
-        nbytes = channels * 128 * lines
-        b = WorkloadBuilder("ar", g, int(cfg.gpu.num_sms))
-        b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
-                                 cfg=ring.RingConfig(channels=channels)), b.stream("s"))
-        st = run_system(cfg, workload=b.wl.SerializeToString(), kind="memory").stats  # a ring alone
-        s = dict(zip(st["name"], st["value"]))
+        rate, s = ring_alone(cfg, channels * 128 * lines)
         end_ns = max(s[f"gpu{i}.kernel0.ar.end"] for i in range(g))
         ports = sorted({n.split(".")[1] for n in s if n.startswith("gpu0.port") and n.endswith(".tx.busy_ps")})
         busy = sum(s[f"gpu0.{p}.tx.busy_ps"] for p in ports) / len(ports) / 1e3 / end_ns
-        print(f"{g:4d}  {2 * (g - 1) / g * nbytes / end_ns:12.1f}  {100 * busy:11.1f}  "
+        print(f"{g:4d}  {rate:12.1f}  {100 * busy:11.1f}  "
               f"{s['sw0.residence.mean']:.1f} / {s['sw0.residence.p99']:.0f}", flush=True)
     return 0
 

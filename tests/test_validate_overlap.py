@@ -8,8 +8,6 @@ from harness.errors import ConfigError
 from harness.experiments import validate_overlap as vo
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import ring
-from harness.kernels.builder import WorkloadBuilder
-from harness.system import run_system
 
 from conftest import compose
 
@@ -128,15 +126,7 @@ def _ring_rate_gbps(gpus: int, lines_per_part: int, *overrides: str) -> float:
     """Per-GPU data rate (GB/s) of a ring all_reduce with validate_overlap's settings: the bytes a
     GPU sends, 2 (G-1)/G of the tensor, over the last GPU's end."""
     cfg = compose("experiment=validate_overlap", f"system=hgx_h200_{gpus}gpu", *overrides)
-    channels = int(cfg.collective.channels)
-    nbytes = channels * gpus * 128 * lines_per_part
-    b = WorkloadBuilder("ar", gpus, int(cfg.gpu.num_sms))
-    b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes),
-                             cfg=ring.RingConfig(channels=channels)), b.stream("s"))
-    st = run_system(cfg, workload=b.wl.SerializeToString(), kind="memory").stats  # a ring alone
-    s = dict(zip(st["name"], st["value"]))
-    end_ns = max(s[f"gpu{g}.kernel0.ar.end"] for g in range(gpus))
-    return 2 * (gpus - 1) / gpus * nbytes / end_ns
+    return vo.ring_alone(cfg, int(cfg.collective.channels) * gpus * 128 * lines_per_part)[0]
 
 
 def test_the_switch_runs_a_4_and_an_8_gpu_ring_at_the_same_rate(engines):
