@@ -65,6 +65,7 @@ void HopperGpu::register_stats() {
   st.counter(n + ".stall.throttled", "events", &remote_.throttle_stalls());
   st.counter(n + ".throttle_bypasses", "turns", &remote_.throttle_bypasses());
   st.counter(n + ".stall.post_credits", "events", &remote_.post_credit_stalls());
+  st.value(n + ".bulk_lines", "lines", [this] { return static_cast<double>(remote_.sm_bulk_lines()); });
   st.counter(n + ".stall.sm_port", "events", &remote_.sm_port_stalls());
   st.counter(n + ".throttle_packets", "packets", &remote_.throttles());
   st.counter(n + ".throttle_retagged_fetches", "fetches", &remote_.retagged_fetches());

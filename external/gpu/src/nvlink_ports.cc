@@ -38,10 +38,25 @@ bool NvlinkPorts::init() {
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);
   post_first_.assign(out_.size(), 1);
-  min_vc_flits_ = ~0u;
+  credit_loops_.clear();
+  const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
   for (const auto& o : out_)
-    if (o.connected()) min_vc_flits_ = std::min(min_vc_flits_, o.credits(0));
+    if (o.connected())
+      credit_loops_.push_back({o.credits(0), o.link().bw_gbps / 1000.0, 2 * o.link().latency_ps + credit_ps});
   next_vc_.assign(out_.size(), {0, 0, 0});
+  return true;
+}
+
+bool NvlinkPorts::bulk_keeps_credit_loop(std::uint32_t lines, std::uint32_t line_flits) const {
+  const std::uint64_t bulk = static_cast<std::uint64_t>(lines) * line_flits;
+  for (const CreditLoop& l : credit_loops_)
+    for (const std::uint32_t cls : {kPost, kResp}) {
+      const std::uint64_t vcs = vcs_of_[cls].count;
+      const double held = static_cast<double>(vcs * (l.vc_flits / bulk * bulk) * flit_bytes_);
+      const double single = static_cast<double>(vcs * (l.vc_flits / line_flits * line_flits) * flit_bytes_);
+      const double loop = l.bytes_per_ps * static_cast<double>(l.round_trip_ps) + static_cast<double>(bulk * flit_bytes_);
+      if (held < single && held < loop) return false;
+    }
   return true;
 }
 

@@ -142,7 +142,12 @@ std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
     const std::uint32_t lim = limit(qi);
     // Lines held back (at most planes x (N-1)) must leave one request in flight to pump again.
     n = std::min(n, (lim - 1) / std::max<std::uint32_t>(1, planes_) + 1);
-    n = std::min(n, std::max<std::uint32_t>(1, ports.min_vc_flits() / ports.flits(ctx_.cfg.max_packet_bytes)));
+    // A bulk packet takes VC buffer for all its lines at once, so N-line bulks may leave a VC
+    // emptier than single lines would; where that leaves a class of few VCs (traffic control's
+    // reductions) short of its credit loop, N shrinks until the VCs hold what single lines
+    // hold or the loop needs (docs/PERFORMANCE.md, "Bulk packets").
+    const std::uint32_t line_flits = ports.flits(ctx_.cfg.max_packet_bytes);
+    while (n > 1 && !ports.bulk_keeps_credit_loop(n, line_flits)) --n;
     // Mergeable lines held back by all SM queues (< num_sms x planes x N) must stay below the
     // per-GPU cap, so that a stalled GPU always has lines in flight whose acks resume it.
     if (!dma && ctx_.cfg.mergeable_cap_lines)

@@ -34,8 +34,13 @@ class NvlinkPorts {
   }
   bool member_acks() const { return member_acks_; }
   std::uint32_t num_ports() const { return static_cast<std::uint32_t>(out_.size()); }
-  // The smallest VC of any port: a bulk packet must fit in it.
-  std::uint32_t min_vc_flits() const { return min_vc_flits_; }
+  // Whether bulk packets of `lines` data lines (`line_flits` each) leave every class that
+  // carries data (posted writes, responses) on every port free of the credit limit single
+  // lines leave it: a VC of D flits holds floor(D / (lines x line_flits)) bulks, so its class
+  // holds fewer lines than single packets would; that may cost nothing only while the class
+  // still holds what its link sends in a credit round trip (2 x link latency + credit delay +
+  // the bulk's serialisation). docs/PERFORMANCE.md, "Bulk packets".
+  bool bulk_keeps_credit_loop(std::uint32_t lines, std::uint32_t line_flits) const;
 
   void enqueue(PacketHandle h, std::uint32_t port, std::uint32_t cls);
   // Posted SM stores (gpu.posted_stores): a store line of up to `flits` may enter `port` while
@@ -66,7 +71,13 @@ class NvlinkPorts {
 
  private:
   GpuContext& ctx_;
-  std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1, min_vc_flits_ = ~0u;
+  std::uint32_t flit_bytes_ = 16, header_flits_ = 1, num_vcs_ = 1;
+  struct CreditLoop {
+    std::uint32_t vc_flits;  // one VC's depth
+    double bytes_per_ps;     // the link's rate
+    TimePs round_trip_ps;    // to the peer's input and its credit back, without serialisation
+  };
+  std::vector<CreditLoop> credit_loops_;  // per connected port
   bool member_acks_ = false;  // NVLS member acks: answer multicast copies with MM_ACK
   std::array<VcRange, 3> vcs_of_{};                     // VC range per traffic class
   std::vector<std::array<std::uint32_t, 3>> next_vc_;  // per port and class: round-robin offset

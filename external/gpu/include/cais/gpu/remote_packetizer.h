@@ -96,6 +96,8 @@ class RemotePacketizer {
   void resume_posted(std::uint32_t port);
   bool waits_for_post_room(std::uint32_t port) const { return !post_waiters_.empty() && !post_waiters_[port].empty(); }
   std::uint64_t& post_credit_stalls() { return post_credit_stalls_; }
+  // Lines per bulk packet of the SMs' queues, gpu.bulk_lines as capped (0: no SM sent a line).
+  std::uint32_t sm_bulk_lines() const { return bulk_cap_[0]; }
   std::uint64_t mergeable_outstanding() const { return mergeable_; }
   std::size_t cap_waiting() const { return cap_waiters_.size(); }
   std::uint64_t& cap_stalls() { return cap_stalls_; }
