@@ -154,7 +154,9 @@ class GpuParams:
     where its single-line packets would. Bytes are exact; timing is approximate within a bulk.
     8: LLaMA-7B L1 layer times within 1.2 % of one packet per line at 7-13x less CPU
     (docs/PERFORMANCE.md, "Bulk packets", has the convergence as N -> 1); 1 = one packet per
-    line, what the validation experiments use (conf/experiment/validate_*.yaml)."""
+    line, what the validation experiments use (conf/experiment/validate_*.yaml). An upper bound:
+    where N-line bulks would leave a class's VCs short of its credit loop (traffic control's
+    reduction VCs at N = 8), the GPU uses the largest N that does not (stat gpuN.bulk_lines)."""
     # Cross-GPU drift sources (docs/DRIFT.md). Each is drawn per (seed, GPU, launch, block) by
     # the engine (external/gpu drift.h), so runs stay deterministic and partition invariant and
     # scaling one source leaves the others' draws alone. Measured on one lent H100 by
