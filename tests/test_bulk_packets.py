@@ -71,6 +71,17 @@ def test_bulk_packets_cut_the_events(engines):
     assert one["windows"] > 0 and one["window_ns"] > 0
 
 
+def test_traffic_control_runs_the_bulks_its_reduction_vcs_hold(engines, tmp_path):
+    """8-line bulks fill a 256-flit VC with 216 flits; traffic control's 3 reduction VCs per lane
+    then hold less than a credit round trip, so CAIS's GPUs cut bulks to 7 lines (which pack as
+    single lines do) while a scheme without traffic control keeps 8 (docs/PERFORMANCE.md, "Bulk
+    packets")."""
+    _, cais = _run(tmp_path, "cais", 8)
+    _, tp = _run(tmp_path, "tp_nvls", 8)
+    assert {cais[f"gpu{g}.bulk_lines"] for g in range(8)} == {7.0}
+    assert {tp[f"gpu{g}.bulk_lines"] for g in range(8)} == {8.0}
+
+
 def test_bulk_lines_out_of_range_is_one_line(engines, tmp_path):
     proc = run_cli(*BASE, "scheme=tp_nvls", "gpu.bulk_lines=17", f"out_dir={tmp_path / 'bad'}", check=False)
     assert proc.returncode == 2

@@ -227,6 +227,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_i("gpu.max_clusters_4", 0);
   put_i("net.flit_bytes", 16);
   put_i("net.header_flits", 1);
+  put_d("net.credit_delay_ns", 1.0);  // the GPU sizes its bulk packets to the credit loop
   put_i("net.vcs_per_port", 4);
   put_i("net.vc_depth_flits", 256);
   (*c.mutable_params())["net.traffic_control"].set_b(false);
