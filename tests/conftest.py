@@ -1,7 +1,9 @@
 """Shared fixtures: the built engines and a helper to run cais-sim as users do."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +18,7 @@ from harness.engines import engine_dir
 CAIS_SIM = [sys.executable, "-m", "harness.cli"]
 # The run cache of the test session: never the user's, and empty at the start.
 os.environ["CAIS_CACHE_DIR"] = tempfile.mkdtemp(prefix="cais-test-cache-")
+atexit.register(shutil.rmtree, os.environ["CAIS_CACHE_DIR"], True)  # removed by its creator only
 
 
 @pytest.fixture(scope="session")
