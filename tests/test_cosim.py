@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -284,19 +286,24 @@ def test_engines_exit_when_the_harness_is_killed(engines, tmp_path, transport):
     cmd = [sys.executable, "-m", "harness.cli", "traffic.requests_per_gpu=200000", "traffic.issue_gap_ns=5",
            "cosim.gpus_per_process=4", "cosim.switches_per_process=4", f"cosim.transport={transport}",
            f"out_dir={tmp_path / 'orphan'}"]  # three engines: two of GPUs, one of the switches
-    harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "CAIS_TEST_TAG": tag})
-    deadline = time.monotonic() + 30
-    while len(engine_pids(tag)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert len(engine_pids(tag)) == 3, "engines never started"
-    time.sleep(0.5)
-    harness.kill()
-    harness.wait()
-    killed_at = time.monotonic()
-    while engine_pids(tag) and time.monotonic() - killed_at < 10:
-        time.sleep(0.1)
-    assert engine_pids(tag) == set(), "engines outlived their harness by 10 s"
+    # A killed harness cannot remove its engines' log directory: give it a temp dir of its own.
+    tmp = tempfile.mkdtemp(prefix="cais-kill-")
+    try:
+        harness = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env={**os.environ, "CAIS_TEST_TAG": tag, "TMPDIR": tmp})
+        deadline = time.monotonic() + 30
+        while len(engine_pids(tag)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(engine_pids(tag)) == 3, "engines never started"
+        time.sleep(0.5)
+        harness.kill()
+        harness.wait()
+        killed_at = time.monotonic()
+        while engine_pids(tag) and time.monotonic() - killed_at < 10:
+            time.sleep(0.1)
+        assert engine_pids(tag) == set(), "engines outlived their harness by 10 s"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_manual_launcher_over_tcp(engines, tmp_path):
