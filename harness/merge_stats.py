@@ -1,7 +1,7 @@
 """A run's CAIS merge-unit summary from its statistics (stats.csv rows of
-``<switch>.cais_merge[.port<P>].<stat>``, registered by external/net feature_cais_merge.cc).
+``<switch>.cais_merge.port<P>.<stat>``, registered by external/net feature_cais_merge.cc).
 
-High-water marks are per table (a port's, or the switch's with ``net.cais_merge.scope=switch``):
+High-water marks are per table (a switch port's):
 ``merge_high_water_kb_max`` is the largest table any port needed, ``..._sum`` what all tables
 needed together (the tables need not peak at once, so it bounds the total from above). The wait is
 the time from the first to the last request of a merge entry (one address's session; an entry

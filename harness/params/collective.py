@@ -19,9 +19,6 @@ class CollectiveParams:
     """all_reduce | all_gather | reduce_scatter."""
     algo: str = "ring"
     """ring | nvls (nvls: all_reduce only)."""
-    nvls_variant: str = "two_shot"
-    """two_shot: reduce-scatter by multimem.ld_reduce of 1/n, then multimem.st of the reduced
-    shard (NCCL's NVLS algorithm); one_shot: every GPU ld_reduce's the whole buffer."""
     bytes: int = 64 * 2**20
     """Message size as nccl-tests counts it: per-rank buffer (all_reduce), total output
     (all_gather), total input (reduce_scatter)."""

@@ -34,9 +34,6 @@ class CaisMergeParams:
     group's GPUs other than the owner / home: P-1 when it is in the group); an entry completes
     when that many have merged."""
 
-    scope: str = "port"
-    """``port``: one table per switch port (the port towards the home GPU of the address);
-    ``switch``: one table shared by the whole switch (sizes below apply per table)."""
     table_bytes: int = 40960
     """Data capacity of one merging table in bytes (an entry holds one line: the bytes a load
     asks for, or a reduction's payload)."""

@@ -72,7 +72,6 @@ proto::Configure config(const isa::Workload& wl, const MergeTable& t) {
   (*c.mutable_params())["gpu.launch_skew_ns"].set_d(t.launch_skew_ns);
   if (t.on) {
     auto& m = *c.mutable_params();
-    m["net.cais_merge.scope"].set_s("port");
     m["net.cais_merge.table_bytes"].set_i(40960);
     m["net.cais_merge.table_entries"].set_i(t.entries);
     m["net.cais_merge.unlimited"].set_b(false);

@@ -107,8 +107,7 @@ RingSchedule build_ring_schedule(const RingParams& p, std::uint32_t rank) {
 }
 
 std::vector<std::vector<NvlsRange>> build_nvls_schedule(std::uint64_t bytes, std::uint32_t n, std::uint32_t rank,
-                                                        std::uint32_t channels, std::uint64_t chunk, bool one_shot,
-                                                        std::uint64_t A) {
+                                                        std::uint32_t channels, std::uint64_t chunk, std::uint64_t A) {
   if (channels == 0) throw ConfigError("collective.channels", "must be >= 1");
   if (chunk == 0 || chunk % A)
     throw ConfigError("collective.nvls_chunk_bytes", "must be a positive multiple of " + std::to_string(A));
@@ -120,12 +119,8 @@ std::vector<std::vector<NvlsRange>> build_nvls_schedule(std::uint64_t bytes, std
     for (std::uint64_t eo = 0; eo < len;) {
       const std::uint64_t rem = len - eo;
       const std::uint64_t cb = rem < n * chunk ? align_up(div_up(rem, n), A) : chunk;
-      if (one_shot) {
-        out[c].push_back(NvlsRange{start + eo, std::min<std::uint64_t>(rem, n * cb)});
-      } else {
-        const auto nb = clamp_len(static_cast<std::int64_t>(rem) - static_cast<std::int64_t>(rank * cb), cb);
-        if (nb) out[c].push_back(NvlsRange{start + eo + rank * cb, nb});
-      }
+      const auto nb = clamp_len(static_cast<std::int64_t>(rem) - static_cast<std::int64_t>(rank * cb), cb);
+      if (nb) out[c].push_back(NvlsRange{start + eo + rank * cb, nb});
       eo += n * cb;
     }
   }

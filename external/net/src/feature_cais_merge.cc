@@ -14,8 +14,6 @@ namespace cais::net {
 
 CaisMergeConfig CaisMergeConfig::from_params(const Params& p) {
   CaisMergeConfig c;
-  const std::string scope = p.get_enum("net.cais_merge.scope", {"port", "switch"});
-  c.scope = scope == "port" ? Scope::kPort : Scope::kSwitch;
   c.unlimited = p.get_bool("net.cais_merge.unlimited");
   c.table_bytes = p.get_uint("net.cais_merge.table_bytes");
   c.table_entries = static_cast<std::uint32_t>(p.get_uint("net.cais_merge.table_entries"));
@@ -39,7 +37,7 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
                              std::uint32_t feature_index, std::uint32_t switch_node)
     : cfg_(cfg), num_ports_(std::max<std::uint32_t>(1, num_ports)), feature_index_(feature_index),
       node_(switch_node) {
-  const std::uint32_t tables = cfg_.scope == CaisMergeConfig::Scope::kPort ? num_ports_ : 1;
+  const std::uint32_t tables = num_ports_;
   tables_.resize(tables);
   // Every slot exists up front: entries never move (no reallocation on the hot path). An
   // unlimited table starts with the same slots and doubles them when they run out.
@@ -116,7 +114,6 @@ void CaisMergeUnit::cam_erase(std::uint64_t addr, std::uint32_t kind) {
 }
 
 std::uint32_t CaisMergeUnit::table_of(std::uint32_t port) const {
-  if (tables_.size() == 1) return 0;
   return port < num_ports_ ? port : port % num_ports_;  // a router that does not say: spread
 }
 
@@ -426,8 +423,8 @@ void CaisMergeUnit::send_red_ack(SwitchContext& ctx, std::uint32_t gpu, std::uin
 
 void CaisMergeUnit::register_stats(StatsRegistry& reg, const std::string& prefix) const {
   for (std::uint32_t i = 0; i < tables_.size(); ++i) {
-    // prefix is "<switch>.cais_merge": e.g. sw8.cais_merge.port5.hits (scope port) or sw8.cais_merge.hits.
-    const std::string base = tables_.size() == 1 ? prefix + "." : prefix + ".port" + std::to_string(i) + ".";
+    // prefix is "<switch>.cais_merge": e.g. sw8.cais_merge.port5.hits.
+    const std::string base = prefix + ".port" + std::to_string(i) + ".";
     const MergeTableStats& s = tables_[i].st;
     reg.counter(base + "hits", "requests", &s.hits);
     reg.counter(base + "misses", "requests", &s.misses);

@@ -9,7 +9,6 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
   const Params& p = sim.params();
   op_ = parse_coll_op(p.get_string("collective.op"));
   algo_ = parse_coll_algo(p.get_string("collective.algo"));
-  nvls_one_shot_ = p.get_enum("collective.nvls_variant", {"two_shot", "one_shot"}) == "one_shot";
   bytes_ = p.get_uint("collective.bytes");
   const auto ring_channels = p.get_uint("collective.channels");
   const auto nvls_channels = p.get_uint("collective.nvls_channels");
@@ -85,7 +84,7 @@ NcclCollectiveModel::NcclCollectiveModel(Sim& sim, std::uint32_t node)
     }
   } else {
     if (op_ != CollOp::kAllReduce) throw ConfigError("collective.algo", "nvls is modelled for all_reduce only");
-    nvls_ = build_nvls_schedule(bytes_, nranks_, node_, channels_, nvls_chunk, nvls_one_shot_, 16);
+    nvls_ = build_nvls_schedule(bytes_, nranks_, node_, channels_, nvls_chunk, 16);
     space_bytes_ = shard_bytes_ = bytes_;
     nvls_chans_.resize(channels_);
     for (std::uint32_t c = 0; c < channels_; ++c)
@@ -157,7 +156,7 @@ std::string NcclCollectiveModel::blocked_reason() const {
     os << "acks outstanding: " << unacked_total_;
   } else {
     os << "ld_reduce " << nvls_loads_done_ << "/" << nvls_load_total_ << " B, multicast received " << mc_rx_bytes_ << "/"
-       << (nvls_one_shot_ ? 0 : bytes_) << " B";
+       << bytes_ << " B";
   }
   return os.str();
 }
@@ -324,7 +323,7 @@ void NcclCollectiveModel::update_finish() {
       if (chans_[c].pc < ring_.channels[c].size() || chans_[c].posting) return;
   } else {
     if (nvls_loads_done_ != nvls_load_total_) return;
-    if (!nvls_one_shot_ && mc_rx_bytes_ != bytes_) return;
+    if (mc_rx_bytes_ != bytes_) return;
   }
   finished_ = true;
   finish_ps_ = sim_.now();

@@ -163,7 +163,7 @@ class NcclCollectiveModel : public NodeComponent {
   std::uint32_t node_;
   CollOp op_ = CollOp::kAllReduce;
   CollAlgo algo_ = CollAlgo::kRing;
-  bool nvls_one_shot_ = false, functional_ = false, finished_ = false;
+  bool functional_ = false, finished_ = false;
   std::uint64_t bytes_ = 0, space_bytes_ = 0, shard_bytes_ = 0, slots_ = 1;
   std::uint64_t packet_bytes_ = 128, bulk_bytes_ = 128, nvls_outstanding_ = 0;
   std::uint32_t channels_ = 1, nranks_ = 2, flit_bytes_ = 16, header_flits_ = 1;

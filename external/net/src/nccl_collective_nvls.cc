@@ -34,17 +34,13 @@ void NcclCollectiveModel::on_ld_reduce_resp(PacketHandle in) {
   nvls_chans_[c].inflight -= b;
   nvls_loads_done_ += b;
   const std::uint64_t off = sim_.packets()[in].addr & kOffsetMask;
-  if (nvls_one_shot_) {
-    if (functional_) store_values(off, sim_.packets()[in]);
-  } else {
-    // A multicast's tag must be unique while it is outstanding (the switch matches its acks).
-    const PacketHandle h = make(proto::PKT_MM_ST, node_, kMulticastSpace | off, b, wire_flits(b),
-                                make_tag(c, kData, false, ++mm_seq_));
-    Packet& s = sim_.packets()[h];
-    s.aux = nranks_;
-    if (functional_) s.values = sim_.packets()[in].values;
-    enqueue(h, kReqVc);
-  }
+  // A multicast's tag must be unique while it is outstanding (the switch matches its acks).
+  const PacketHandle h = make(proto::PKT_MM_ST, node_, kMulticastSpace | off, b, wire_flits(b),
+                              make_tag(c, kData, false, ++mm_seq_));
+  Packet& s = sim_.packets()[h];
+  s.aux = nranks_;
+  if (functional_) s.values = sim_.packets()[in].values;
+  enqueue(h, kReqVc);
   nvls_issue(c);
   update_finish();
 }

@@ -421,7 +421,6 @@ proto::Configure make_config(const System& s) {
   m["net.nvls.member_acks"] = pvb(s.member_acks);
   m["net.group_sync.process_delay_ns"] = pvd(2);
   m["net.group_sync.table_entries"] = pv(4096);
-  m["net.cais_merge.scope"] = pvs("port");
   m["net.cais_merge.table_bytes"] = pv(s.table_bytes);
   m["net.cais_merge.table_entries"] = pv(s.table_entries);
   m["net.cais_merge.unlimited"] = pvb(s.unlimited);

@@ -143,7 +143,6 @@ inline Params feature_params() {
   Params p;
   p.set_int("net.flit_bytes", 16);
   p.set_int("net.header_flits", 1);
-  p.set_string("net.cais_merge.scope", "port");
   p.set_int("net.cais_merge.table_bytes", 40960);
   p.set_int("net.cais_merge.table_entries", 320);
   p.set_bool("net.cais_merge.unlimited", false);

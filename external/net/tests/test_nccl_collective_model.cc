@@ -78,14 +78,10 @@ TEST(CollectiveSchedule, NvlsTwoShotCoversTheBufferOnce) {
   const std::uint64_t bytes = 5'000'000 / 16 * 16;
   std::vector<int> seen(bytes / 16, 0);
   for (std::uint32_t r = 0; r < n; ++r)
-    for (const auto& ch : build_nvls_schedule(bytes, n, r, 4, 131072, false, 16))
+    for (const auto& ch : build_nvls_schedule(bytes, n, r, 4, 131072, 16))
       for (const auto& rg : ch)
         for (std::uint64_t o = rg.offset; o < rg.offset + rg.bytes; o += 16) seen[o / 16]++;
   for (int s : seen) ASSERT_EQ(s, 1);
-  std::uint64_t one = 0;
-  for (const auto& ch : build_nvls_schedule(bytes, n, 3, 4, 131072, true, 16))
-    for (const auto& rg : ch) one += rg.bytes;
-  EXPECT_EQ(one, bytes);
 }
 
 // ------------------------------------------------------------------ stand-in switch
@@ -226,7 +222,7 @@ const bool registered = [] {
 
 // ------------------------------------------------------------------ harness for one run
 struct Case {
-  std::string op = "all_reduce", algo = "ring", variant = "two_shot";
+  std::string op = "all_reduce", algo = "ring";
   std::uint32_t gpus = 4;
   std::uint64_t bytes = 1 << 16;
   std::uint32_t channels = 2;
@@ -309,7 +305,6 @@ proto::Configure make_config(const Case& k) {
   m["net.vc_depth_flits"] = pv_int(k.vc_depth);
   m["collective.op"] = pv_str(k.op);
   m["collective.algo"] = pv_str(k.algo);
-  m["collective.nvls_variant"] = pv_str(k.variant);
   m["collective.bytes"] = pv_int(static_cast<std::int64_t>(k.bytes));
   m["collective.channels"] = pv_int(k.channels);
   m["collective.nvls_channels"] = pv_int(k.channels);
@@ -420,17 +415,14 @@ TEST(NcclCollectiveModel, RingAllGatherAndReduceScatterAreFunctionallyCorrect) {
   }
 }
 
-TEST(NcclCollectiveModel, NvlsAllReduceTwoShotAndOneShotAreFunctionallyCorrect) {
-  for (const char* v : {"two_shot", "one_shot"}) {
-    Case k;
-    k.algo = "nvls";
-    k.variant = v;
-    k.gpus = 8;
-    k.bytes = 96 * 1024;
-    k.multiple = 2;
-    auto o = run_case(k);
-    expect_functional_ok(k, o, k.bytes / 4);
-  }
+TEST(NcclCollectiveModel, NvlsAllReduceIsFunctionallyCorrect) {
+  Case k;
+  k.algo = "nvls";
+  k.gpus = 8;
+  k.bytes = 96 * 1024;
+  k.multiple = 2;
+  auto o = run_case(k);
+  expect_functional_ok(k, o, k.bytes / 4);
 }
 
 TEST(NcclCollectiveModel, RingAllReduceLinkBytesEqualTheAnalyticalCount) {
@@ -538,17 +530,14 @@ TEST(CollectiveOnNvSwitch, RingAndNvlsAreFunctionallyCorrect) {
     expect_functional_ok(k, o, std::string(op) == "reduce_scatter" ? k.bytes / 4 / k.gpus : k.bytes / 4);
   }
   for (bool acks : {false, true}) {
-    for (const char* v : {"two_shot", "one_shot"}) {
-      Case k;
-      k.switch_model = "nvswitch";
-      k.algo = "nvls";
-      k.variant = v;
-      k.member_acks = acks;
-      k.gpus = 8;
-      k.bytes = 64 * 1024;
-      auto o = run_case(k);
-      expect_functional_ok(k, o, k.bytes / 4);
-    }
+    Case k;
+    k.switch_model = "nvswitch";
+    k.algo = "nvls";
+    k.member_acks = acks;
+    k.gpus = 8;
+    k.bytes = 64 * 1024;
+    auto o = run_case(k);
+    expect_functional_ok(k, o, k.bytes / 4);
   }
 }
 

@@ -87,7 +87,7 @@ struct NvlsRange {
 // Per channel, the byte ranges this rank ld_reduce's, in issue order.
 std::vector<std::vector<NvlsRange>> build_nvls_schedule(std::uint64_t bytes, std::uint32_t nranks, std::uint32_t rank,
                                                         std::uint32_t channels, std::uint64_t chunk_bytes,
-                                                        bool one_shot, std::uint64_t align_bytes);
+                                                        std::uint64_t align_bytes);
 
 // Bytes each rank sends on the wire for one ring collective (payload, all channels), the
 // analytical count tests compare with: all_reduce 2(n-1)/n x bytes, others (n-1)/n x bytes.

@@ -1,7 +1,6 @@
 // The CAIS merge unit (HPCA'26 CAIS, III-A2..4 and III-B2), as switch feature "cais_merge".
 //
-// Tables. One merge table per switch port (scope "port", the paper's 40 KB / 320 entries per
-// port) or one per switch (scope "switch"). A request belongs to the table of the port that
+// Tables. One merge table per switch port (the paper's 40 KB / 320 entries per port). A request belongs to the table of the port that
 // leads to its home/owner GPU (`dst`; SwitchContext::port_toward), because that is the one
 // place where every request for one address, from any input port, and the owner's response
 // meet. Only the switch the home/owner GPU is attached to merges (SwitchContext::attached);
@@ -92,8 +91,6 @@
 namespace cais::net {
 
 struct CaisMergeConfig {
-  enum class Scope { kPort, kSwitch };
-  Scope scope = Scope::kPort;
   std::uint64_t table_bytes = 0;
   std::uint32_t table_entries = 0;
   TimePs timeout_ps = 0;
