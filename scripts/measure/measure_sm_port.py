@@ -5,8 +5,9 @@ measure_sm_inflight.py found an H100 SM moving copies (a load, then its store, p
 49 GB/s with four CTAs, while a reduce (two loads per store) reaches 115-118 GB/s of loads and
 stores together with one CTA or two. The engine's SM port (docs/VALIDATION.md, "One SM's port")
 is one server of 64 B per clock for both directions. This separates the directions on a
-driver-API green context of `--sms` SMs (exactly that many, no co-scheduling), `k` CTAs of 512
-threads per SM, each CTA walking its own contiguous range of 16 B vectors:
+driver-API green context of `--sms` SMs (exactly that many, no co-scheduling), `k` CTAs of
+`--threads` threads (512 by default) per SM, each CTA walking its own contiguous range of 16 B
+vectors:
 
   * `load`: `unroll` loads per thread in flight per round, folded into a register (one 16 B
     store per thread at the end, so nothing is dead code): the read direction and its latency;
@@ -22,11 +23,12 @@ Sources rotate over 1 GiB (>> the 50 MB L2), so loads come from HBM. Each CTA st
 %globaltimer at its start and end; time = last CTA end - first CTA start, median of `--reps`.
 
 CSV: sms,kind,unroll,ctas_per_sm,ctas,bytes_per_cta,us,gbps_per_sm,gbps_per_cta,distinct_sms,
-     max_ctas_on_an_sm,reps,gpu   (GB/s: bytes loaded for load and copy, stored for store, both
+     max_ctas_on_an_sm,reps,gpu,...,threads   (GB/s: bytes loaded for load and copy, stored for store, both
      kinds' bytes for mix), and for mix the loaders' and storers' own rates (load_gbps_per_sm,
      store_gbps_per_sm: each kind's bytes over its own CTAs' span)
 
 Usage (device, one GPU): python3 scripts/measure/measure_sm_port.py --out $OUT/h100_sm_port.csv
+  [--threads 128,256,512 --unrolls 1,2,4,8,16 --ctas-per-sm 1]
 """
 from __future__ import annotations
 
@@ -44,10 +46,9 @@ import torch  # noqa: E402
 
 from measure_kernels import DriverGreenContext  # noqa: E402
 
-THREADS = 512
 POOL_BYTES = 1 << 30
 COLUMNS = ["sms", "kind", "unroll", "ctas_per_sm", "ctas", "bytes_per_cta", "us", "gbps_per_sm", "gbps_per_cta",
-           "distinct_sms", "max_ctas_on_an_sm", "reps", "gpu", "load_gbps_per_sm", "store_gbps_per_sm", "note"]
+           "distinct_sms", "max_ctas_on_an_sm", "reps", "gpu", "load_gbps_per_sm", "store_gbps_per_sm", "note", "threads"]
 
 KERNELS = r"""
 __device__ __forceinline__ unsigned long long gtimer() {
@@ -86,6 +87,7 @@ __device__ void walk(const uint4* __restrict__ a, uint4* __restrict__ d, long lo
 K(load_1, 0, 1) K(load_2, 0, 2) K(load_4, 0, 4) K(load_8, 0, 8)
 K(store_1, 1, 1) K(store_2, 1, 2) K(store_4, 1, 4) K(store_8, 1, 8)
 K(copy_1, 2, 1) K(copy_2, 2, 2) K(copy_4, 2, 4) K(copy_8, 2, 8)
+K(load_16, 0, 16) K(store_16, 1, 16) K(copy_16, 2, 16)
 // Loaders and storers side by side: CTA c loads when (c / sms) is even, else stores.
 template <int U>
 __device__ void mix(const uint4* a, uint4* d, long long n16, unsigned long long* st, int sms) {
@@ -110,6 +112,7 @@ def main() -> None:
     ap.add_argument("--unrolls", default="1,2,4,8")
     ap.add_argument("--ctas-per-sm", default="1,2,4")
     ap.add_argument("--kinds", default="load,store,copy", help="of load, store, copy, mix")
+    ap.add_argument("--threads", default="512", help="threads per CTA, comma-separated")
     args = ap.parse_args()
     import cupy as cp
 
@@ -125,7 +128,7 @@ def main() -> None:
         pool = cp.empty(POOL_BYTES // 8, dtype=cp.uint64)
         pool[:] = 0x3F803F803F803F80
         stream = torch.cuda.current_stream()
-        for kind in args.kinds.split(","):
+        for kind, threads in ((k, int(t)) for t in args.threads.split(",") for k in args.kinds.split(",")):
             for unroll in (int(x) for x in args.unrolls.split(",")):
                 if kind == "mix" and unroll not in (4, 8):
                     continue
@@ -143,7 +146,7 @@ def main() -> None:
                             time.sleep(2e-4)
                             src = pool[(r % nwin) * window // 8:]
                             extra = (cp.int32(g.sm_count),) if kind == "mix" else ()
-                            fn((ctas,), (THREADS,), (src, dst, cp.int64(n16), stamps) + extra)
+                            fn((ctas,), (threads,), (src, dst, cp.int64(n16), stamps) + extra)
                             cp.cuda.get_current_stream().synchronize()
                             s = stamps.get().reshape(-1, 3).astype("int64")
                             if r:
@@ -168,8 +171,9 @@ def main() -> None:
                     out.row(sms=g.sm_count, kind=kind, unroll=unroll, ctas_per_sm=k, ctas=ctas, bytes_per_cta=bpc,
                             us=round(us, 2), gbps_per_sm=round(gbps_cta * per_sm, 2), gbps_per_cta=round(gbps_cta, 2),
                             distinct_sms=len(set(sms)), max_ctas_on_an_sm=per_sm, reps=args.reps, gpu=gpu,
-                            **{c: by_kind.get(c, "") for c in ("load_gbps_per_sm", "store_gbps_per_sm", "note")})
-                    log(f"{kind:5s} unroll {unroll} k {k}: {us:8.1f} us, {gbps_cta:6.1f} GB/s per CTA, "
+                            **{c: by_kind.get(c, "") for c in ("load_gbps_per_sm", "store_gbps_per_sm", "note")},
+                            threads=threads)
+                    log(f"{kind:5s} threads {threads} unroll {unroll} k {k}: {us:8.1f} us, {gbps_cta:6.1f} GB/s per CTA, "
                         f"{gbps_cta * per_sm:6.1f} per SM ({len(set(sms))} SMs, max {per_sm} per SM) {by_kind}")
                     del dst, stamps
         del pool
