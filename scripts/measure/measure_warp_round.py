@@ -68,13 +68,12 @@ def sass_report(unrolls: list[int]) -> None:
                 f.write(f"#define UNROLL {unroll}\n" + KERNELS)
             subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
             sass = subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
-            for kind in ("copy",):
-                body = re.search(r"Function : " + kind + r"\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
-                dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body)
-                first_other = [m.start() for m in re.finditer(r"\bSTG\.E\.128\b", body)]
-                loads_before_store = len(re.findall(r"LDG\.E\.128", body[:first_other[0]])) if first_other else len(dests)
-                print(f"sass {kind} unroll {unroll}: {len(dests)} loads, {len(set(dests))} distinct registers, "
-                      f"{loads_before_store} before the first 16 B store", flush=True)
+            body = re.search(r"Function : copy\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
+            dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body)
+            first_store = body.find("STG.E.128")
+            before = len(re.findall(r"LDG\.E\.128", body[:first_store])) if first_store >= 0 else len(dests)
+            print(f"sass copy unroll {unroll}: {len(dests)} loads, {len(set(dests))} distinct registers, "
+                  f"{before} before the first 16 B store", flush=True)
 
 
 def main() -> None:

@@ -37,11 +37,10 @@ CaisMergeUnit::CaisMergeUnit(const CaisMergeConfig& cfg, std::uint32_t num_ports
                              std::uint32_t feature_index, std::uint32_t switch_node)
     : cfg_(cfg), num_ports_(std::max<std::uint32_t>(1, num_ports)), feature_index_(feature_index),
       node_(switch_node) {
-  const std::uint32_t tables = num_ports_;
-  tables_.resize(tables);
+  tables_.resize(num_ports_);
   // Every slot exists up front: entries never move (no reallocation on the hot path). An
   // unlimited table starts with the same slots and doubles them when they run out.
-  entries_.resize(static_cast<std::size_t>(tables) * cfg_.table_entries);
+  entries_.resize(static_cast<std::size_t>(num_ports_) * cfg_.table_entries);
   free_.reserve(entries_.size());
   for (std::size_t i = entries_.size(); i-- > 0;) free_.push_back(static_cast<std::int32_t>(i));
   std::size_t slots = 16;
@@ -114,7 +113,7 @@ void CaisMergeUnit::cam_erase(std::uint64_t addr, std::uint32_t kind) {
 }
 
 std::uint32_t CaisMergeUnit::table_of(std::uint32_t port) const {
-  return port < num_ports_ ? port : port % num_ports_;  // a router that does not say: spread
+  return port % num_ports_;  // a router that does not say: spread
 }
 
 std::uint32_t CaisMergeUnit::ahead(std::uint32_t group, std::uint32_t gpu) const {

@@ -1,7 +1,7 @@
 // The CAIS merge unit (HPCA'26 CAIS, III-A2..4 and III-B2), as switch feature "cais_merge".
 //
-// Tables. One merge table per switch port (the paper's 40 KB / 320 entries per port). A request belongs to the table of the port that
-// leads to its home/owner GPU (`dst`; SwitchContext::port_toward), because that is the one
+// Tables. One merge table per switch port (the paper's 40 KB / 320 entries per port). A request
+// belongs to the table of the port that leads to its home/owner GPU (`dst`; SwitchContext::port_toward), because that is the one
 // place where every request for one address, from any input port, and the owner's response
 // meet. Only the switch the home/owner GPU is attached to merges (SwitchContext::attached);
 // in a multi-level fabric the other switches on the way forward CAIS requests untouched. Each table is a CAM keyed by (address, kind = load | reduction) plus a
