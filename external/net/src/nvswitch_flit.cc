@@ -212,6 +212,10 @@ void NvSwitch::flit_tick() {
   bool requested = false;
   std::size_t kept = 0;
   const std::uint32_t ports = num_ports();
+  // Outputs whose serialiser is still busy next cycle, each looked at once per tick (an output
+  // takes a flit in the cycle its serialiser frees in: one slower than the router cycle then
+  // sends back to back at its own rate, not one flit per whole number of cycles).
+  std::uint64_t outs_seen = 0, outs_busy = 0;
   for (std::size_t i = 0; i < flit_active_.size(); ++i) {
     const std::uint32_t in = flit_active_[i];
     const FlitHead* heads = &flit_head_[static_cast<std::size_t>(in) * (vcs + 1)];
@@ -221,15 +225,18 @@ void NvSwitch::flit_tick() {
       if (e.next_ps > t) next = std::min(next, e.next_ps);
       else flit_elig_add(in, vc, e.out);  // eligible until it is granted a flit
     }
-    const std::uint64_t* by_out = &flit_elig_by_out_[static_cast<std::size_t>(in) * ports];
-    for (std::uint64_t m = flit_elig_outs_[in]; m; m &= m - 1) {
+    const std::uint64_t outs = flit_elig_outs_[in];
+    for (std::uint64_t m = outs & ~outs_seen; m; m &= m - 1) {
       const auto out = static_cast<std::uint32_t>(__builtin_ctzll(m));
-      // An output takes a flit in the cycle its serialiser frees in: one slower than the router
-      // cycle then sends back to back at its own rate, not one flit per whole number of cycles.
       if (out_slot_[out] >= t + cycle_ps_) {
+        outs_busy |= 1ull << out;
         next = std::min(next, out_slot_[out] - cycle_ps_ + 1);
-        continue;
       }
+    }
+    outs_seen |= outs;
+    const std::uint64_t* by_out = &flit_elig_by_out_[static_cast<std::size_t>(in) * ports];
+    for (std::uint64_t m = outs & ~outs_busy; m; m &= m - 1) {
+      const auto out = static_cast<std::uint32_t>(__builtin_ctzll(m));
       fla_.request_vcs(in, by_out[out], out);
       requested = true;
     }
