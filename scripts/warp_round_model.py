@@ -11,7 +11,7 @@ per microsecond for W warps.
 
 What is fitted, and on which rows (never on the rows of 2-8 warps it is checked against):
   * per source, the latency and the warp's load rate: least squares on the 1-warp rows,
-    round = latency + loaded / load rate + stored / port_store;
+    round = latency + loaded / load rate + loaded / port_load + stored / port_store;
   * the port: `port_load` and `port_store` from the three kinds' largest per-CTA rates (16
     warps, HBM), where the port is full: rate x (loaded / port_load + stored / port_store) = 1.
 
@@ -61,11 +61,12 @@ def fit_port(r: pd.DataFrame) -> tuple[float, float]:
     return 1.0 / inv[0], 1.0 / inv[1]
 
 
-def fit_warp(r: pd.DataFrame, port_store: float) -> dict[str, tuple[float, float]]:
-    """Per source: (latency us, warp load rate GB/s) from the 1-warp rows."""
+def fit_warp(r: pd.DataFrame, port_load: float, port_store: float) -> dict[str, tuple[float, float]]:
+    """Per source: (latency us, warp load rate GB/s) from the 1-warp rows, whose round is the
+    delay plus the warp's own time at the port (no other warp there)."""
     out = {}
     for pool, d in r[r.warps == 1].groupby("pool"):
-        y = d.round_us - d.stored_kib * US_PER_KIB_AT_1_GBPS / port_store
+        y = d.round_us - (d.loaded_kib / port_load + d.stored_kib / port_store) * US_PER_KIB_AT_1_GBPS
         a = np.c_[np.ones(len(d)), d.loaded_kib * US_PER_KIB_AT_1_GBPS]
         (lat, inv_rate), *_ = np.linalg.lstsq(a, y, rcond=None)
         out[pool] = (lat, 1.0 / inv_rate)
@@ -121,7 +122,7 @@ def main() -> int:
         return 2
     r = rows(a.csv)
     port_load, port_store = fit_port(r)
-    warp = fit_warp(r, port_store)
+    warp = fit_warp(r, port_load, port_store)
     print(f"port: loads {port_load:.1f} GB/s, stores {port_store:.1f} GB/s (the three full-port rows)")
     for pool, (lat, rate) in warp.items():
         print(f"{pool}: latency {lat:.3f} us, a warp's loads return at {rate:.1f} GB/s (the 1-warp rows)")
