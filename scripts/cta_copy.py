@@ -46,7 +46,7 @@ def workload(threads: int, unroll: int, op: str = "copy"):
     b = WorkloadBuilder("cta_copy", 1, 132)
     srcs = [b.buffer(f"src{i}", CTAS * SLICES * SLICE) for i in range(loads)]
     dsts = [b.buffer(f"dst{i}", CTAS * SLICES * SLICE) for i in range(stores)]
-    ki, p = b.kernel(op, CTAS, threads=threads, regs=32)
+    ki, p = b.kernel(op, CTAS, threads=threads, regs=32, loads_via_l1=True)
     addr = affine(0, bx=SLICES * SLICE, loops=(SLICE, rnd))
     p.loop(SLICES)
     p.loop(rounds)

@@ -19,9 +19,9 @@ Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtyp
 flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region),
 ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]
 [l1_loads] [holds_carveout]`` (isa.proto Kernel.loads_via_l1, Kernel.holds_carveout),
-``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.group NAME``
-(inside a kernel: the instructions that follow, up to the next ``.group`` or ``.end``, are that
-warp group's program, isa.proto Kernel.warp_groups), ``.end``,
+``.cais group_base= gpus= first= [prelaunch] [preaccess]`` (inside a kernel), ``.group NAME
+[warps=N]`` (inside a kernel: the instructions that follow, up to the next ``.group`` or ``.end``,
+are that warp group's program, run by N warps, isa.proto Kernel.warp_groups), ``.end``,
 ``.launch KERNEL [gpus=0,1] [stream=] [priority=] [sms=FIRST+COUNT] [after=i,j] [start_ns=]
 [dep=LAUNCH:all | dep=LAUNCH:[row:|col:]NUM/DEN:LO:HI]`` (LAUNCH = index of an earlier launch;
 ``row:`` / ``col:`` key the range on the consumer's block_y / block_x over the producer's rows /
@@ -357,7 +357,8 @@ def parse(text: str):
                         raise ValueError("loop not closed before .group")
                     if len(kernel.program):
                         raise ValueError("a kernel has a program or warp groups, not both")
-                    program = kernel.warp_groups.add(name=args[0]).program
+                    kv, _ = _opts(args[1:])
+                    program = kernel.warp_groups.add(name=args[0], warps=int(kv.get("warps", 0))).program
                 elif d == ".cais":
                     if kernel is None:
                         raise ValueError(".cais outside a kernel")
@@ -440,10 +441,10 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
             c = k.cais
             out.append(f"  .cais group_base={c.group_base} gpus={c.num_gpus} first={c.first_gpu}"
                        + " prelaunch" * c.pre_launch_sync + " preaccess" * c.pre_access_sync)
-        programs = [(None, k.program)] + [(g.name, g.program) for g in k.warp_groups]
-        for group, program in programs:
+        programs = [(None, k.program, 0)] + [(g.name, g.program, g.warps) for g in k.warp_groups]
+        for group, program, warps in programs:
             if group is not None:
-                out.append(f"  .group {group}")
+                out.append(f"  .group {group}" + (f" warps={warps}" if warps else ""))
             depth = 1 if group is None else 2
             for ins in program:
                 if ins.op == isa.ENDLOOP:

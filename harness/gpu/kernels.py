@@ -33,11 +33,17 @@ def affine(base: int = 0, bx: int = 0, by: int = 0, g: int = 0, loops: tuple[int
 
 class Program:
     """Appends instructions to a kernel's program, or with `group` to a new warp group of that name
-    (a warp-specialised CTA runs its groups' programs side by side: isa.proto Kernel.warp_groups)."""
+    run by `warps` warps (a warp-specialised CTA runs its groups' programs side by side:
+    isa.proto Kernel.warp_groups)."""
 
-    def __init__(self, kernel, group: str | None = None):
+    def __init__(self, kernel, group: str | None = None, warps: int = 0):
         self.k = kernel
-        self.instrs = kernel.program if group is None else kernel.warp_groups.add(name=group).program
+        if group is None:
+            self.instrs = kernel.program
+        else:
+            if warps <= 0:
+                raise ValueError(f"kernel {kernel.name!r}: warp group {group!r} needs its warps (> 0)")
+            self.instrs = kernel.warp_groups.add(name=group, warps=warps).program
 
     def ins(self, op, **kw):
         i = self.instrs.add(op=op)

@@ -195,10 +195,11 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
     up = b.buffer(f"{name}.up", nbytes, multicast=True) if kind != "all_gather" else -1
     down = b.buffer(f"{name}.down", nbytes, multicast=True) if kind != "reduce_scatter" else -1
 
-    rounds = {group: round_bytes(kind, G, group, cfg) for group in warps(kind, G, cfg)}
+    group_warps = warps(kind, G, cfg)
+    rounds = {group: round_bytes(kind, G, group, cfg) for group in group_warps}
 
     if kind != "all_gather":  # scatter: tensor -> up, then `ready` to every rank
-        p = Program(k, "scatter")
+        p = Program(k, "scatter", group_warps["scatter"])
         p.loop(chunks)
         if wait is not None:
             wait(p)
@@ -211,7 +212,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.end()
         p.end()
 
-        p = Program(k, "reduce")  # this rank heads its part of every step
+        p = Program(k, "reduce", group_warps["reduce"])  # this rank heads its part of every step
 
         def reduce(base: int, stride: int, n: int) -> None:
             # posted multicast stores of one round stay in flight while it reads the next
@@ -235,7 +236,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.end()
         p.end()
     else:  # bcast: shard -> down on every member, then `landed` to every rank
-        p = Program(k, "bcast")
+        p = Program(k, "bcast", group_warps["bcast"])
 
         def bcast(base: int, stride: int, n: int) -> None:
             p.ins(isa.LD, buffer=shard, addr=geo.shard_addr(base, stride), rows=1, row_bytes=n, reg=1,
@@ -253,7 +254,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, tensor:
         p.end()
 
     if kind != "reduce_scatter":  # gather: down -> tensor once every head's multicast landed
-        p = Program(k, "gather")
+        p = Program(k, "gather", group_warps["gather"])
         p.loop(chunks)
         p.loop(geo.steps)
         p.ins(isa.FLAG_WAIT, buffer=flags.buf, addr=flags.landed(), value=G)

@@ -267,7 +267,7 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
     W = cfg.warps
     for w in range(W):
         if W > 1:
-            p = Program(b.wl.kernels[ki], f"warps{w}")
+            p = Program(b.wl.kernels[ki], f"warps{w}", cfg.threads // 32 // W)
         p.loop(chunks)
         if wait is not None:
             wait(p)

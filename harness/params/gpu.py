@@ -91,6 +91,11 @@ class GpuParams:
     """Bytes the same port carries per SM clock from the SM (stores): 63.9 GB/s at 1980 MHz
     whatever the CTAs. The two directions are one resource (a copy moves 1 / (1 / 116 + 1 / 32)
     = 25 B per clock each way; measured 48-49 GB/s, 24.5)."""
+    warp_load_bytes_per_cycle: float = 12.4
+    """Bytes per SM clock at which one warp's register loads return after their latency (24.5
+    GB/s at 1980 MHz, from L2 as from HBM; docs/MEASUREMENTS.md, "A warp's loads", call 42): a
+    round of a kernel with loads_via_l1 is its warps cycling through that delay and the SM's
+    port, where they queue (external/gpu/include/cais/gpu/local_memory.h, warp_round_end)."""
     hbm_bw_gbps: float = 3350.0
     """HBM3 peak bandwidth (GB/s); scaled by hbm_efficiency."""
     # HBM latency, measured (harness/gpu/hbm_curve.py derives these from

@@ -241,6 +241,9 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
     throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " peer " +
                          std::to_string(peer) + " out of range");
   if (multimem || (unicast_remote && peer != ctx_.rank)) {
+    if (L.dk->k->loads_via_l1() && sm_store(ins.op()))
+      note_store(tb, static_cast<std::uint64_t>(tile_rows(ins, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank),
+                                                          tb.loops.data(), tb.depth)) * ins.row_bytes());
     if (!(ctx_.cfg.cache_remote_reads && cached_remote_read(tbi, ins, peer)))
       ctx_.remote->issue(tbi, ins, is_dma(ins.op()) ? ctx_.cfg.num_sms : tb.sm);
   } else {
@@ -293,9 +296,15 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
                                   (static_cast<std::uint64_t>(rows) << 40) ^ (static_cast<std::uint64_t>(ins.row_bytes()) << 8) ^
                                   ins.row_stride());
   LocalMemory& mem = *ctx_.mem;
-  TimePs t = mem.access(ctx_.now(), tb.sm, key, bytes, write);
-  if (ins.op() == isa::LD && ctx_.sched->launch(tb.launch).dk->k->loads_via_l1())
+  TimePs first = 0;
+  TimePs t = mem.access(ctx_.now(), tb.sm, key, bytes, write, &first);
+  const DecodedKernel& dk = *ctx_.sched->launch(tb.launch).dk;
+  if (ins.op() == isa::LD && dk.k->loads_via_l1()) {
+    t = std::max(t, round_end(tb, first, bytes, dk.programs[tb.role].warps));
     t = ctx_.l1->admit(tb.sm, ctx_.now(), bytes, t);
+  } else if (write && dk.k->loads_via_l1()) {
+    note_store(tb, bytes);
+  }
   const auto elements = [&] { return bytes / ctx_.wl.buffers()[ins.buffer()].elem_bytes; };  // of a register tile
   if (dma) {  // local copy: read the source too
     const std::uint64_t soff = static_cast<std::uint64_t>(eval(tb, ins.src_addr()));
@@ -322,6 +331,20 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
   }
   mem.count_tile(write, bytes);
   add_local(tbi, t);
+}
+
+TimePs BlockExecutor::round_end(Tb& tb, TimePs first, std::uint64_t bytes, std::uint32_t warps) {
+  if (!tb.round_open) {
+    tb.round_open = true;
+    tb.round_start = ctx_.now();
+    tb.round_first = first;
+    tb.round_loaded = 0;
+    tb.round_stored = tb.stored_since;
+    tb.stored_since = 0;
+  }
+  tb.round_loaded += bytes;
+  tb.round_first = std::max(tb.round_first, first);
+  return ctx_.mem->warp_round_end(tb.round_start, tb.round_first, tb.round_loaded, tb.round_stored, warps);
 }
 
 bool BlockExecutor::exec_wait(std::uint32_t tbi, const isa::Instr& ins) {

@@ -39,6 +39,7 @@ HopperConfig drifted_config(Sim& sim, const std::string& gpu_name) {
     c.clock_ghz_without_mma *= scale;
     c.sm_load_bytes_per_ps *= scale;
     c.sm_store_bytes_per_ps *= scale;
+    c.warp_load_bytes_per_ps *= scale;
   }
   return c;
 }

@@ -73,6 +73,7 @@ HopperConfig HopperConfig::from_params(const Params& p) {
   c.l2_latency_ps = p.get_time_ps("gpu.l2_latency_ns");
   c.sm_load_bytes_per_ps = p.get_positive("gpu.sm_load_bytes_per_cycle") * c.clock_ghz / 1000.0;
   c.sm_store_bytes_per_ps = p.get_positive("gpu.sm_store_bytes_per_cycle") * c.clock_ghz / 1000.0;
+  c.warp_load_bytes_per_ps = p.get_positive("gpu.warp_load_bytes_per_cycle") * c.clock_ghz / 1000.0;
   const double hbm_eff = p.get_positive("gpu.hbm_efficiency");
   if (hbm_eff > 1) throw ConfigError("gpu.hbm_efficiency", "must be in (0, 1]");
   c.hbm_bytes_per_ps = p.get_positive("gpu.hbm_bw_gbps") * hbm_eff / 1000.0;

@@ -6,6 +6,7 @@ namespace cais::gpu {
 
 LocalMemory::LocalMemory(const HopperConfig& cfg)
     : cfg_(cfg), load_bytes_per_ps_(cfg.sm_load_bytes_per_ps), store_bytes_per_ps_(cfg.sm_store_bytes_per_ps),
+      warp_load_bytes_per_ps_(cfg.warp_load_bytes_per_ps),
       hbm_load_(cfg) {
   sm_ports_.resize(cfg.num_sms);
   l2_.bytes_per_ps = cfg.l2_bytes_per_ps;
@@ -13,7 +14,8 @@ LocalMemory::LocalMemory(const HopperConfig& cfg)
   hbm_.bytes_per_ps = cfg.hbm_bytes_per_ps;
 }
 
-TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write) {
+TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write,
+                           TimePs* first_back) {
   PortCalendar& port = sm_ports_[sm];
   const TimePs l2_served = l2_.reserve(now, bytes);
   const bool hit = l2_tiles_.lookup_insert(key, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
@@ -34,7 +36,22 @@ TimePs LocalMemory::access(TimePs now, std::uint32_t sm, std::uint64_t key, std:
   } else {
     ++l2_hits_;
   }
+  if (first_back) *first_back = first;
   return std::max(port.reserve(now, first, bytes, load_bytes_per_ps_), last);
+}
+
+TimePs LocalMemory::warp_round_end(TimePs now, TimePs first, std::uint64_t loaded, std::uint64_t stored,
+                                   std::uint32_t warps) const {
+  const double w = warps;
+  const double delay = static_cast<double>(first - now) + static_cast<double>(loaded) / w / warp_load_bytes_per_ps_;
+  const double port = (static_cast<double>(loaded) / load_bytes_per_ps_ + static_cast<double>(stored) / store_bytes_per_ps_) / w;
+  double queue = 0, rounds_per_ps = 0;
+  for (std::uint32_t n = 1; n <= warps; ++n) {
+    const double residence = port * (1.0 + queue);
+    rounds_per_ps = n / (delay + residence);
+    queue = rounds_per_ps * residence;
+  }
+  return now + static_cast<TimePs>(w / rounds_per_ps + 0.5);
 }
 
 TimePs LocalMemory::remote_read(TimePs now, std::uint64_t bytes) {

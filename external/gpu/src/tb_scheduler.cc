@@ -411,6 +411,8 @@ void TbScheduler::begin_block(std::uint32_t tbi, std::uint32_t logical) {
   tb.by = logical / L.dk->k->grid_x();
   tb.pc = 0;
   tb.depth = 0;
+  tb.round_open = false;
+  tb.round_loaded = tb.round_stored = tb.stored_since = 0;
   tb.group = L.dk->k->cais().group_base() + logical;
   tb.state = TbState::kRunning;
   if (ctx_.cfg.block_jitter_frac > 0)

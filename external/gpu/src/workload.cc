@@ -1,5 +1,7 @@
 #include "cais/gpu/workload.h"
 
+#include <algorithm>
+
 #include "cais/errors.h"
 
 namespace cais::gpu {
@@ -148,9 +150,19 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
       if (k.persistent() || k.cluster_ctas() > 1 || k.cais().enabled())
         throw ConfigError("workload", "kernel " + quote(k.name()) +
                                           ": warp groups belong to a plain kernel (not persistent, no clusters, no CAIS groups)");
-      for (const auto& g : k.warp_groups()) dk.programs.push_back({&g.program(), {}});
+      for (const auto& g : k.warp_groups()) {
+        if (k.loads_via_l1() && g.warps() == 0)
+          throw ConfigError("workload", "kernel " + quote(k.name()) + " warp group " + quote(g.name()) +
+                                            ": loads_via_l1 needs the group's warps (WarpGroup.warps > 0)");
+        dk.programs.push_back({&g.program(), {}, std::max(1u, g.warps())});
+      }
+      std::uint32_t warps = 0;
+      for (const auto& g : k.warp_groups()) warps += g.warps();
+      if (warps * 32 > k.threads_per_block())
+        throw ConfigError("workload", "kernel " + quote(k.name()) + ": its warp groups have " + std::to_string(warps) +
+                                          " warps, more than its " + std::to_string(k.threads_per_block()) + " threads");
     } else {
-      dk.programs.push_back({&k.program(), {}});
+      dk.programs.push_back({&k.program(), {}, std::max(1u, (k.threads_per_block() + 31) / 32)});
     }
     for (std::size_t gi = 0; gi < dk.programs.size(); ++gi)
       decode_program(wl, k, gi, k.warp_groups_size() ? &k.warp_groups(static_cast<int>(gi)) : nullptr, dk);

@@ -201,6 +201,7 @@ inline void set_gpu_defaults(proto::Configure& c, std::uint32_t sms = 4) {
   put_d("gpu.l2_latency_ns", 100.0);
   put_d("gpu.sm_load_bytes_per_cycle", 1000.0);
   put_d("gpu.sm_store_bytes_per_cycle", 1000.0);
+  put_d("gpu.warp_load_bytes_per_cycle", 1000.0);
   put_d("gpu.hbm_bw_gbps", 500.0);
   put_d("gpu.hbm_latency_ns", 400.0);
   for (const char* k : {"gpu.hbm_load_util", "gpu.hbm_load_read_ns", "gpu.hbm_load_copy_ns"}) {

@@ -37,6 +37,23 @@ TEST(LocalMemory, AReadMissWaitsForHbmTheRepeatHitsInL2AndWritesCompleteInL2) {
   EXPECT_EQ(m.l2().bytes, 3000u);
 }
 
+// A round of register loads: each warp cycles through its delay (latency, then its share at the
+// warp's load rate) and the port, where the warps queue (mean-value analysis).
+TEST(LocalMemory, AWarpRoundIsItsWarpsQueueingAtThePort) {
+  HopperConfig c = memory_config();
+  c.warp_load_bytes_per_ps = 0.1;
+  const LocalMemory m(c);
+  // one warp: 500 ps to the first bytes + 1000 B at 0.1 B/ps, then 1000 B loaded and 1000 B
+  // stored at the port's 0.5 B/ps
+  EXPECT_EQ(m.warp_round_end(0, 500, 1000, 1000, 1), 500 + 10000 + 2000 + 2000);
+  // four warps of the same share: delay 10500 and port 4000 per warp. Without queueing the round
+  // would take max(14500, 4 x 4000) = 16000; the warps queue: MVA over n = 1..4 gives 19139.
+  EXPECT_NEAR(static_cast<double>(m.warp_round_end(0, 500, 4000, 4000, 4)), 19138.9, 1.0);
+  // many warps: the port's time for all their bytes (64000 B at 0.5 B/ps)
+  EXPECT_NEAR(static_cast<double>(m.warp_round_end(0, 500, 32000, 32000, 32)), 128000.0, 0.01 * 128000);
+  EXPECT_GE(m.warp_round_end(0, 500, 32000, 32000, 32), 128000);
+}
+
 TEST(FunctionalMemory, StoresAccumulateCopiesAddAndLoadsSum) {
   isa::Workload wl;
   wl.set_num_gpus(1);

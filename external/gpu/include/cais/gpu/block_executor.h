@@ -48,6 +48,18 @@ class BlockExecutor {
   bool exec_compute(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_memory(std::uint32_t tbi, const isa::Instr& ins);
   void exec_local_memory(std::uint32_t tbi, const isa::Instr& ins);
+  // Rounds of register loads (kernels with loads_via_l1): a load of `bytes` joins the block's
+  // open round (or opens one) and returns when the round can end (LocalMemory::warp_round_end);
+  // a store closes the round and counts towards the next one's port time.
+  TimePs round_end(Tb& tb, TimePs first, std::uint64_t bytes, std::uint32_t warps);
+  static void note_store(Tb& tb, std::uint64_t bytes) {
+    tb.round_open = false;
+    tb.stored_since += bytes;
+  }
+  // An SM's own store or reduction to another GPU (its data crosses the SM's port).
+  static bool sm_store(isa::Opcode op) {
+    return op == isa::ST_REMOTE || op == isa::MM_ST || op == isa::MM_RED || op == isa::RED_CAIS || op == isa::RED_REMOTE;
+  }
   bool cached_remote_read(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t peer);
   bool exec_wait(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_flag_wait(std::uint32_t tbi, const isa::Instr& ins);

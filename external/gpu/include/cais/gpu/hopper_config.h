@@ -28,6 +28,7 @@ struct HopperConfig {
   TimePs l2_latency_ps = 0;
   double sm_load_bytes_per_ps = 0;   // one SM's port to L2: loaded bytes,
   double sm_store_bytes_per_ps = 0;  // stored bytes (one resource: port_calendar.h)
+  double warp_load_bytes_per_ps = 0; // one warp's loads returning (local_memory.h, warp_round_end)
   double hbm_bytes_per_ps = 0;      // effective (peak x efficiency)
   TimePs hbm_latency_ps = 0;        // idle: an L2 miss beyond the L2 hit latency
   // Loaded latency (hbm_load.h): extra ps of an HBM read at each utilisation (bytes served over

@@ -21,8 +21,21 @@ class LocalMemory {
  public:
   explicit LocalMemory(const HopperConfig& cfg);
   // A tile access by an SM; returns its completion time. Writes complete in L2 (their
-  // write-back only occupies HBM); read misses go to HBM.
-  TimePs access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write);
+  // write-back only occupies HBM); read misses go to HBM. A read sets `*first_back` (if given)
+  // to when its first bytes are back at the SM.
+  TimePs access(TimePs now, std::uint32_t sm, std::uint64_t key, std::uint64_t bytes, bool write,
+                TimePs* first_back = nullptr);
+  // A round of register loads (a kernel with loads_via_l1) of `loaded` bytes issued at `now` by
+  // `warps` warps, whose first bytes are back at `first`, after the group stored `stored` bytes
+  // since its previous round: when the round can end. Each warp cycles through a delay (the
+  // latency, then its share of the bytes at the warp's own load rate, gpu.warp_load_bytes_per_cycle)
+  // and the SM's port (its share of the round's loads and stores at the port's rates), where the
+  // warps queue; mean-value analysis of that closed network gives the rounds per time, so the
+  // round takes warps / throughput. One warp: the delay plus its port time. Measured on an H100
+  // (docs/MEASUREMENTS.md, "A warp's loads", call 42): within 6 % on average of rows of 2-8 warps
+  // the parameters were not taken from.
+  TimePs warp_round_end(TimePs now, TimePs first, std::uint64_t loaded, std::uint64_t stored,
+                        std::uint32_t warps) const;
   // Bytes SM `sm` sends to another GPU: they cross its port at the store rate from `now`;
   // returns when the last has crossed.
   TimePs sm_store(TimePs now, std::uint32_t sm, std::uint64_t bytes) {
@@ -37,6 +50,7 @@ class LocalMemory {
   void set_sm_port_clock(double scale) {
     load_bytes_per_ps_ = cfg_.sm_load_bytes_per_ps * scale;
     store_bytes_per_ps_ = cfg_.sm_store_bytes_per_ps * scale;
+    warp_load_bytes_per_ps_ = cfg_.warp_load_bytes_per_ps * scale;
   }
   // Remote tiles cached in L2 (remote_read_cache.h): resident?, and one that arrived.
   bool l2_resident(std::uint64_t key) const { return l2_tiles_.contains(key); }
@@ -58,7 +72,7 @@ class LocalMemory {
  private:
   const HopperConfig& cfg_;
   std::vector<PortCalendar> sm_ports_;
-  double load_bytes_per_ps_, store_bytes_per_ps_;
+  double load_bytes_per_ps_, store_bytes_per_ps_, warp_load_bytes_per_ps_;
   BandwidthServer l2_, hbm_;
   HbmLoad hbm_load_;
   // HBM serves `bytes` from `now` on: the bandwidth server and the loaded-latency average.

@@ -51,6 +51,12 @@ struct Tb {
   // continues: a continued CTA stays in its cluster's slot until it leaves for good).
   std::uint32_t slot_launch = 0, slot_cta = 0;
   std::uint32_t role = 0;  // the warp group it runs (Kernel.warp_groups; 0 for a plain kernel)
+  // Its round of register loads (a kernel with loads_via_l1; LocalMemory::warp_round_end): the
+  // loads issued since its last store, from `round_start` (first bytes back at `round_first`),
+  // and the bytes it stored after its previous round's loads.
+  bool round_open = false;
+  TimePs round_start = 0, round_first = 0;
+  std::uint64_t round_loaded = 0, round_stored = 0, stored_since = 0;
 };
 
 // Resources of one SM held by resident blocks.

@@ -26,6 +26,7 @@ inline std::uint64_t unicast_addr(std::uint32_t owner, std::uint64_t off) {
 struct DecodedProgram {
   const google::protobuf::RepeatedPtrField<isa::Instr>* ins = nullptr;
   std::vector<std::uint32_t> match;  // LOOP -> its ENDLOOP, ENDLOOP -> its LOOP
+  std::uint32_t warps = 1;           // the warps that run it (WarpGroup.warps, or the CTA's)
 };
 
 struct DecodedKernel {
