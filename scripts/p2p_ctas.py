@@ -39,7 +39,7 @@ def workload(ctas: int, bytes_per_cta: int, num_sms: int, both: bool) -> tuple[b
     b = WorkloadBuilder("p2p_ctas", 2, num_sms)
     src = b.buffer("src", per_cta * ctas)
     dst = b.buffer("dst", per_cta * ctas)
-    k, p = b.kernel("p2p_copy", ctas, threads=THREADS, regs=32)
+    k, p = b.kernel("p2p_copy", ctas, threads=THREADS, regs=32, loads_via_l1=True)
     addr = affine(0, bx=per_cta, loops=(STEP,))
     # GPU g sends to 1 - g; in `one` mode GPU 1's rows are zero bytes long (nothing moves)
     p.loop(steps)
