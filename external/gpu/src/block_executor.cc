@@ -302,7 +302,7 @@ void BlockExecutor::exec_local_memory(std::uint32_t tbi, const isa::Instr& ins) 
   if (ins.op() == isa::LD && dk.k->loads_via_l1()) {
     t = std::max(t, round_end(tb, first, bytes, dk.programs[tb.role].warps));
     t = ctx_.l1->admit(tb.sm, ctx_.now(), bytes, t);
-  } else if (write && dk.k->loads_via_l1()) {
+  } else if (write && !dma && dk.k->loads_via_l1()) {  // the copy engine's bytes do not cross the SM's port
     note_store(tb, bytes);
   }
   const auto elements = [&] { return bytes / ctx_.wl.buffers()[ins.buffer()].elem_bytes; };  // of a register tile
