@@ -10,6 +10,7 @@ serialized workloads (workload); the BookSim configs of conf/booksim seed the bo
 """
 from __future__ import annotations
 
+import argparse
 import shutil
 import struct
 import sys
@@ -85,7 +86,10 @@ def record(overrides: list[str]) -> dict[int, list[list[bytes]]]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "tests/data/fuzz"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", nargs="?", type=Path, default=REPO / "tests/data/fuzz",
+                    help="where the corpora go (default tests/data/fuzz)")
+    out = ap.parse_args().out_dir
     dirs = {n: out / n for n in ("engine_host", "packet_batch_configure", "packet_batch", "workload", "booksim")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)

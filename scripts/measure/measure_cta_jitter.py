@@ -131,9 +131,33 @@ def summarize(paths: list[str], out_path: str) -> None:
     out.close()
 
 
+def sass_report(unrolls: list[int]) -> None:
+    """Per unroll and op: the loads before the loop's first 16 B store, their distinct registers
+    (every load in flight: unroll, or 2 x unroll for the reduces) and local-memory spills."""
+    import re
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for unroll in unrolls:
+            cu, cubin = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
+            with open(cu, "w") as f:
+                f.write(f"#define UNROLL {unroll}\n" + KERNELS)
+            subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
+            sass = subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
+            for fn in ("copy_slices", "copy2_slices", "reduce_slices", "reduce2_slices"):
+                body = re.search(rf"Function : {fn}\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
+                first_store = body.find("STG.E.128")
+                dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body[:first_store] if first_store >= 0 else body)
+                print(f"sass {fn} unroll {unroll}: {len(dests)} loads before the first 16 B store, "
+                      f"{len(set(dests))} distinct registers, {len(re.findall(r'STL', body))} local stores (spills)",
+                      flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--sass", metavar="UNROLLS", help="only print the kernels' SASS summary at these unrolls (e.g. 8,16,32)")
+    ap.add_argument("--out")
     ap.add_argument("--summarize", nargs="+", metavar="CSV", help="summarise measured CSVs into --out")
     ap.add_argument("--ctas", type=int, default=24)
     ap.add_argument("--threads", type=int, default=512)
@@ -142,6 +166,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--unroll", type=int, default=4, help="16 B loads in flight per thread per round")
     args = ap.parse_args()
+    if args.sass:
+        return sass_report([int(u) for u in args.sass.split(",")])
+    if not args.out:
+        ap.error("--out is required")
     if args.summarize:
         return summarize(args.summarize, args.out)
     enforce_no_multicast()
