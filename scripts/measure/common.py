@@ -157,3 +157,29 @@ def per_sm(stamps) -> tuple[int, int]:
     """(distinct SMs, the most CTAs any one SM ran) of a stamps array from stamped_spans."""
     sms = stamps[:, 0].tolist()
     return len(set(sms)), max(sms.count(x) for x in set(sms))
+
+
+def compile_sass(kernels: str, unroll: int) -> str:
+    """The SASS (nvcc -arch=sm_90, cuobjdump) of CUDA source `kernels` with UNROLL defined."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        cu, cubin = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
+        with open(cu, "w") as f:
+            f.write(f"#define UNROLL {unroll}\n" + kernels)
+        subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
+        return subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
+
+
+def loads_in_flight(sass: str, function: str) -> tuple[list[str], list[str], int]:
+    """Of `function` in `sass`: the destination registers of its 16 B loads, those before its first
+    16 B store (loads in flight when a round's loads all precede its stores), and its local stores
+    (register spills)."""
+    import re
+
+    body = re.search(rf"Function : {function}\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
+    first_store = body.find("STG.E.128")
+    dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body)
+    before = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body[:first_store] if first_store >= 0 else body)
+    return dests, before, len(re.findall(r"\bSTL\b", body))

@@ -35,7 +35,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CsvOut, enforce_no_multicast  # noqa: E402
+from common import CsvOut, compile_sass, enforce_no_multicast, loads_in_flight  # noqa: E402
 
 KERNELS = r"""
 #include <cuda_bf16.h>
@@ -134,24 +134,12 @@ def summarize(paths: list[str], out_path: str) -> None:
 def sass_report(unrolls: list[int]) -> None:
     """Per unroll and op: the loads before the loop's first 16 B store, their distinct registers
     (every load in flight: unroll, or 2 x unroll for the reduces) and local-memory spills."""
-    import re
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        for unroll in unrolls:
-            cu, cubin = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
-            with open(cu, "w") as f:
-                f.write(f"#define UNROLL {unroll}\n" + KERNELS)
-            subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
-            sass = subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
-            for fn in ("copy_slices", "copy2_slices", "reduce_slices", "reduce2_slices"):
-                body = re.search(rf"Function : {fn}\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
-                first_store = body.find("STG.E.128")
-                dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body[:first_store] if first_store >= 0 else body)
-                print(f"sass {fn} unroll {unroll}: {len(dests)} loads before the first 16 B store, "
-                      f"{len(set(dests))} distinct registers, {len(re.findall(r'STL', body))} local stores (spills)",
-                      flush=True)
+    for unroll in unrolls:
+        sass = compile_sass(KERNELS, unroll)
+        for fn in ("copy_slices", "copy2_slices", "reduce_slices", "reduce2_slices"):
+            _, before, spills = loads_in_flight(sass, fn)
+            print(f"sass {fn} unroll {unroll}: {len(before)} loads before the first 16 B store, "
+                  f"{len(set(before))} distinct registers, {spills} local stores (spills)", flush=True)
 
 
 def main() -> None:

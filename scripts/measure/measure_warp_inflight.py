@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CsvOut, enforce_no_multicast, median  # noqa: E402
+from common import CsvOut, compile_sass, enforce_no_multicast, loads_in_flight, median  # noqa: E402
 
 HBM_POOL_BYTES = 1 << 30
 KERNELS = r"""
@@ -89,20 +86,12 @@ KINDS = ("copy", "copy2", "reduce")
 
 def sass_report(unrolls: list[int]) -> None:
     """Per kind and unroll: the loop's loads before its first 16 B store, and their distinct registers."""
-    with tempfile.TemporaryDirectory() as d:
-        for unroll in unrolls:
-            cu, cubin = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
-            with open(cu, "w") as f:
-                f.write(f"#define UNROLL {unroll}\n" + KERNELS)
-            subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
-            sass = subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
-            for kind in KINDS:
-                body = re.search(rf"Function : {kind}\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
-                first_store = body.find("STG.E.128")
-                head = body[:first_store] if first_store >= 0 else body
-                dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", head)
-                print(f"sass {kind} unroll {unroll}: {len(dests)} loads before the first 16 B store, "
-                      f"{len(set(dests))} distinct registers", flush=True)
+    for unroll in unrolls:
+        sass = compile_sass(KERNELS, unroll)
+        for kind in KINDS:
+            _, before, _ = loads_in_flight(sass, kind)
+            print(f"sass {kind} unroll {unroll}: {len(before)} loads before the first 16 B store, "
+                  f"{len(set(before))} distinct registers", flush=True)
 
 
 def main() -> None:

@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CsvOut, enforce_no_multicast, median  # noqa: E402
+from common import CsvOut, compile_sass, enforce_no_multicast, loads_in_flight, median  # noqa: E402
 
 POOL_BYTES = 1 << 30
 KINDS = ("store", "copy")
@@ -61,19 +58,10 @@ extern "C" __global__ void copy(const uint4* a, uint4* d, long long n, unsigned 
 
 def sass_report(unrolls: list[int]) -> None:
     """Per unroll: the copy loop's loads and the distinct registers they write."""
-    with tempfile.TemporaryDirectory() as d:
-        for unroll in unrolls:
-            cu, cubin = os.path.join(d, "k.cu"), os.path.join(d, "k.cubin")
-            with open(cu, "w") as f:
-                f.write(f"#define UNROLL {unroll}\n" + KERNELS)
-            subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "-o", cubin, cu], check=True)
-            sass = subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
-            body = re.search(r"Function : copy\b(.*?)(?=Function :|\Z)", sass, re.S).group(1)
-            dests = re.findall(r"LDG\.E\.128\S*\s+(R\d+),", body)
-            first_store = body.find("STG.E.128")
-            before = len(re.findall(r"LDG\.E\.128", body[:first_store])) if first_store >= 0 else len(dests)
-            print(f"sass copy unroll {unroll}: {len(dests)} loads, {len(set(dests))} distinct registers, "
-                  f"{before} before the first 16 B store", flush=True)
+    for unroll in unrolls:
+        dests, before, _ = loads_in_flight(compile_sass(KERNELS, unroll), "copy")
+        print(f"sass copy unroll {unroll}: {len(dests)} loads, {len(set(dests))} distinct registers, "
+              f"{len(before)} before the first 16 B store", flush=True)
 
 
 def main() -> None:
