@@ -39,7 +39,11 @@ ENV_DIR = "CAIS_CACHE_DIR"
 # a run's results cannot depend on it, so editing a plot does not throw away every cached run.
 NOT_RUN_CODE = ("figures", "report.py", "diff.py", "sweep.py", "bench.py", "bench_layer.py", "container",
                 "fuzz", "experiments/figure.py", "experiments/paper.py", "config/describe.py", "data/paper",
-                "data/results")  # data/results: the committed rows of past runs, read by no run
+                "data/results", "data/measured/raw", "data/calibration/h100_validation.csv")
+# data/results, the validations' result tables and the measurements' raw logs are outputs that
+# are committed (past runs' rows, what a device printed) and read by no run: committing a re-run's
+# rows must not throw away the cached runs.
+OUTPUT_GLOBS = ("data/validation/*_results*.csv",)
 
 
 def cache_dir(cfg: DictConfig) -> Path:
@@ -73,7 +77,8 @@ def fingerprint_files() -> list[Path]:
     root = REPO_ROOT / "harness"
     skip = tuple(root / s for s in (*NOT_RUN_CODE, *GENERATED))
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and not any(p == s or s in p.parents for s in skip))
+                   and not any(p == s or s in p.parents for s in skip)
+                   and not any(p.relative_to(root).match(g) for g in OUTPUT_GLOBS))
     files += sorted((REPO_ROOT / "proto").glob("*.proto"))
     engines = engine_dir()
     if engines.is_dir():

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness import REPO_ROOT
-from harness.run_cache import NOT_RUN_CODE, fingerprint_files, run_key
+from harness.run_cache import NOT_RUN_CODE, OUTPUT_GLOBS, fingerprint_files, run_key
 from conftest import compose
 
 
@@ -23,6 +23,23 @@ def test_the_code_left_out_of_the_key_exists():
     # the list must follow renames: a stale name would leave the renamed module in the key
     for rel in NOT_RUN_CODE:
         assert (REPO_ROOT / "harness" / rel).exists(), rel
+    for pattern in OUTPUT_GLOBS:
+        assert list((REPO_ROOT / "harness").glob(pattern)), pattern
+
+
+def test_committed_outputs_are_not_in_the_key_and_inputs_are():
+    # re-running a validation and committing its rows must keep every cached run
+    files = fingerprint_files()
+    validation = REPO_ROOT / "harness" / "data" / "validation"
+    assert validation / "concurrent_h100.csv" in files
+    assert validation / "concurrent_h100_results.csv" not in files
+    assert REPO_ROOT / "harness" / "data" / "calibration" / "h100_validation.csv" not in files
+    assert not [p for p in files if (REPO_ROOT / "harness" / "data" / "measured" / "raw") in p.parents]
+    # and no code a run executes names them (run_cache.py names them to leave them out)
+    for src in (p for p in files if p.suffix == ".py" and p.name != "run_cache.py"):
+        text = src.read_text()
+        assert "_results" not in text.replace("print_csv_results", ""), src
+        assert "measured/raw" not in text and "h100_validation" not in text, src
 
 
 def test_the_key_hashes_the_protocol_sources_not_the_modules_generated_from_them():
