@@ -163,6 +163,10 @@ def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, overri
     (("system.gpu_model=collective", "traffic.request_bytes=64"),
      "does not read traffic with workload=traffic and system.gpu_model=collective"),
     (("synthetic.packet_flits=2",), "does not read synthetic with workload=traffic and system.gpu_model=traffic"),
+    # the Hopper engine's parameters: the traffic and NCCL-like GPU models never see them
+    (("gpu.clock_mhz=0",), "gpu.clock_mhz: experiment simulate does not read gpu with workload=traffic"),
+    (("system.gpu_model=collective", "gpu.warp_load_bytes_per_cycle=0"),
+     "does not read gpu with workload=traffic and system.gpu_model=collective"),
 ])
 def test_a_key_a_simulation_does_not_read_is_refused(tmp_path, args, expected):
     """What simulate reads depends on the run: its workload and GPU model decide."""

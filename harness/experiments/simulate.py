@@ -28,7 +28,7 @@ GPU_MODEL_SECTIONS = ("traffic", "collective", "synthetic")
 def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
     """What this run never reads, and why. An LLM layer runs on the Hopper engine whatever
     system.gpu_model says, so it reads no GPU model's section; a traffic run reads no model,
-    phase or CAIS coordination, and only its own GPU model's section."""
+    phase, CAIS coordination or Hopper parameters (gpu.*), and only its own GPU model's section."""
     if cfg.workload == "collective":
         from harness import collective_run
         return ("traffic", "synthetic", "system.gpu_model", "model", "phase", "coordination") + \
@@ -41,7 +41,8 @@ def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
     model = str(cfg.system.gpu_model)
     if cfg.scheme.name != "none" or model not in GPU_MODEL_SECTIONS:  # run() refuses these itself
         return (), ""
-    return (("model", "phase", "coordination") + tuple(s for s in GPU_MODEL_SECTIONS if s != model),
+    # gpu.* are the Hopper engine's parameters: no other GPU model reads them
+    return (("model", "phase", "coordination", "gpu") + tuple(s for s in GPU_MODEL_SECTIONS if s != model),
             f"with workload=traffic and system.gpu_model={model}")
 
 
