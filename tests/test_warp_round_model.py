@@ -34,3 +34,15 @@ def test_the_description_holds_on_the_rows_it_was_not_fitted_to():
     assert len(errors) == 72
     assert sum(errors) / len(errors) < 0.07
     assert 20 < warp["hbm"][1] < 30 and 0.3 < warp["hbm"][0] < 0.5  # GB/s per warp, latency us
+
+
+def test_it_is_the_analysis_the_engine_runs():
+    """The engine's LocalMemory::warp_round_end (C++) and this script's MVA are one analysis
+    written twice: both must give gtest LocalMemory.AWarpRoundIsItsWarpsQueueingAtThePort's
+    figures (four warps of 10500 ps delay and 4000 ps at the port: 19138.9 ps a round; one
+    warp: its delay plus its port time)."""
+    ps = 1e-6  # us
+    assert 4 / model.mva_rounds_per_us(4, 10500 * ps, 4000 * ps) / ps == pytest.approx(19138.9, abs=1.0)
+    assert 1 / model.mva_rounds_per_us(1, 10500 * ps, 4000 * ps) / ps == pytest.approx(14500, abs=0.01)
+    # 32 warps whose port time is 4000 ps each: the port's 128000 ps for the round
+    assert 32 / model.mva_rounds_per_us(32, 10500 * ps, 4000 * ps) / ps == pytest.approx(128000, rel=0.01)
