@@ -100,6 +100,17 @@ EXTRA_GEMM_SHAPES = [
 ]
 
 
+def cuda_functions(cp, code: str, names, smem: int = 0):
+    """Compiles `code` (C++17) and returns ({name: kernel}, GPU name, SM count); each kernel may
+    take `smem` bytes of dynamic shared memory."""
+    mod = cp.RawModule(code=code, options=("-std=c++17",))
+    fns = {k: mod.get_function(k) for k in names}
+    for f in fns.values():
+        f.max_dynamic_shared_size_bytes = smem
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    return fns, props["name"].decode(), props["multiProcessorCount"]
+
+
 class CsvOut:
     """CSV writer that flushes every row so partial results survive a cut-off run."""
 

@@ -29,7 +29,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import CsvOut, enforce_no_multicast  # noqa: E402
+from common import CsvOut, cuda_functions, enforce_no_multicast  # noqa: E402
 
 KERNELS = r"""
 __device__ __forceinline__ unsigned long long gtimer() {
@@ -136,12 +136,7 @@ def main() -> None:
     import cupy as cp
     import numpy as np
 
-    mod = cp.RawModule(code=KERNELS, options=("-std=c++17",))
-    fns = {k: mod.get_function(k) for k in ("chase", "bg_read", "bg_copy")}
-    for f in fns.values():
-        f.max_dynamic_shared_size_bytes = SMEM
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    gpu, sms = props["name"].decode(), props["multiProcessorCount"]
+    fns, gpu, sms = cuda_functions(cp, KERNELS, ("chase", "bg_read", "bg_copy"), SMEM)
     rng = np.random.default_rng(1)
     chains = {"hbm": build_chain(cp, np, 512 << 20, 64, rng, args.hops),
               "l2": build_chain(cp, np, 4 << 20, 2048, rng, min(args.hops, (4 << 20) // LINE))}
