@@ -442,6 +442,7 @@ proto::Configure BooksimConfig::to_configure() const {
   set_param(cfg, "net.credit_delay_ns", non_negative(*this, "credit_delay") * kCycleNs);
   set_param(cfg, "net.stats_bin_ns", static_cast<double>(period) * kCycleNs);
   set_param_i(cfg, "net.sw_alloc_patience", non_negative(*this, "sw_alloc_patience"));
+  set_param_i(cfg, "net.internal_speedup", 1);  // the only internal_speedup accepted above
   // BookSim's default (hold_switch_for_packet = 0) allocates the switch per flit.
   set_param_s(cfg, "net.sw_alloc_granularity", get_int("hold_switch_for_packet") ? "packet" : "flit");
   set_param_b(cfg, "net.traffic_control", false);

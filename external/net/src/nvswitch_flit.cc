@@ -53,6 +53,13 @@ void NvSwitch::init_flit_level() {
     if (cycle_ps_ == 0 || out_flit_ps_[o] < cycle_ps_) cycle_ps_ = out_flit_ps_[o];
   }
   if (cycle_ps_ == 0) cycle_ps_ = 1;
+  // Internal speedup S: the crossbar and its allocators run S cycles per flit time of the fastest
+  // link, and an output takes flits while fewer than S flit times of them wait for its link (a
+  // small output buffer), so an input can move up to S flits per flit time to different outputs.
+  // S = 1 is BookSim2's iq_router without speedup: an output takes a flit only in the cycle its
+  // serialiser frees.
+  out_window_ps_ = cycle_ps_ * params_.internal_speedup;
+  cycle_ps_ = std::max<TimePs>(1, cycle_ps_ / params_.internal_speedup);
 }
 
 void NvSwitch::flit_activate(std::uint32_t in) {
@@ -228,9 +235,9 @@ void NvSwitch::flit_tick() {
     const std::uint64_t outs = flit_elig_outs_[in];
     for (std::uint64_t m = outs & ~outs_seen; m; m &= m - 1) {
       const auto out = static_cast<std::uint32_t>(__builtin_ctzll(m));
-      if (out_slot_[out] >= t + cycle_ps_) {
+      if (out_slot_[out] >= t + out_window_ps_) {
         outs_busy |= 1ull << out;
-        next = std::min(next, out_slot_[out] - cycle_ps_ + 1);
+        next = std::min(next, out_slot_[out] - out_window_ps_ + 1);
       }
     }
     outs_seen |= outs;

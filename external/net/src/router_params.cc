@@ -41,6 +41,9 @@ RouterParams RouterParams::from(const Sim& sim) {
   r.credit_ps = delay_ps(p, "net.credit_delay_ns");
   r.stats_bin_ps = p.get_time_ps("net.stats_bin_ns", 1000);  // every packet fills its bins one by one
   r.sw_alloc_patience = static_cast<std::uint32_t>(p.get_uint("net.sw_alloc_patience"));
+  r.internal_speedup = p.has("net.internal_speedup") ? static_cast<std::uint32_t>(p.get_uint("net.internal_speedup")) : 1;
+  if (r.internal_speedup < 1 || r.internal_speedup > 4)
+    throw ConfigError("net.internal_speedup", "must be 1 to 4, got " + std::to_string(r.internal_speedup));
   r.output_queue_flits = p.has("net.output_queue_flits")
                              ? static_cast<std::uint32_t>(p.get_uint("net.output_queue_flits"))
                              : 0;

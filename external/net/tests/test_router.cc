@@ -375,6 +375,52 @@ TEST(Router, FlitLevelOutputSlowerThanTheRouterCycleSendsAtItsLineRate) {
   EXPECT_GE(busy, 0.97);
 }
 
+// An input-queued router without speedup saturates well below its links under uniform traffic
+// (head-of-line blocking and one-pass matching: BookSim2's 0.69 at k = 8, docs/VALIDATION.md);
+// with an internal speedup of 2 an input moves up to two flits per flit time to different
+// outputs and the outputs buffer them, so the same offered load is nearly all delivered.
+TEST(Router, InternalSpeedupLiftsSaturationThroughput) {
+  std::map<long, double> accepted;
+  for (long speedup : {1L, 2L}) {
+    TopoBuilder b;
+    std::vector<std::uint32_t> gpus;
+    for (int g = 0; g < 8; ++g) gpus.push_back(b.node(proto::NODE_GPU, "gpu" + std::to_string(g)));
+    const auto sw = b.node(proto::NODE_SWITCH, "sw0");
+    for (auto g : gpus) b.channel(g, sw, 1);
+    b.net_params(8, 256);
+    b.set_s("net.sw_alloc_granularity", "flit");
+    b.set("net.internal_speedup", speedup);
+    b.synthetic("uniform", 0.95 / 9, 9, 0, 1000000);  // 0.95 flits per node per flit time
+    HostedModel m;
+    m.configure(b.done(3));
+    const TimePs until = 40'000'000;  // 40 us: 62500 flit times of a 25 GB/s lane
+    m.sim().run_until(until);
+    double flits = 0;
+    for (auto* t : terminals(m)) flits += static_cast<double>(t->counters().received_flits);
+    accepted[speedup] = flits / 8 / (static_cast<double>(until) / terminals(m)[0]->cycle_ps());
+  }
+  EXPECT_LT(accepted[1], 0.75);
+  EXPECT_GT(accepted[2], 0.9);
+}
+
+TEST(Router, InternalSpeedupIsOneToFour) {
+  TopoBuilder b;
+  const auto g0 = b.node(proto::NODE_GPU, "gpu0"), g1 = b.node(proto::NODE_GPU, "gpu1");
+  const auto sw = b.node(proto::NODE_SWITCH, "sw0");
+  b.channel(g0, sw, 1);
+  b.channel(g1, sw, 1);
+  b.net_params(8, 256);
+  b.set("net.internal_speedup", 0);
+  b.synthetic("uniform", 0.01, 9, 0, 1000);
+  HostedModel m;
+  try {
+    m.configure(b.done(3));
+    FAIL() << "internal_speedup 0 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "net.internal_speedup");
+  }
+}
+
 // A feature that answers READ_REQs inside the switch (tests SwitchContext::inject).
 class ReflectFeature : public SwitchFeature {
  public:

@@ -184,7 +184,8 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   std::vector<TimePs> out_slot_;     // [out] when the output's serialiser is free for its next flit
   std::vector<TimePs> out_flit_ps_;  // [out] one flit on the output's link
   std::vector<TimePs> vc_free_ps_;   // [out * vcs + vc] grant tick of the tail that last released it
-  TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output
+  TimePs cycle_ps_ = 0;              // router cycle: a flit on the fastest output / internal speedup
+  TimePs out_window_ps_ = 0;         // an output takes a flit while its backlog is under this
   TimePs tick_at_ = kNever;          // the pending tick (later ticks for other times are stale)
   bool in_tick_ = false;
   bool allocate_pending_ = false;

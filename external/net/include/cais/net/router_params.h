@@ -20,6 +20,7 @@ struct RouterParams {
   TimePs credit_ps = 0;
   TimePs stats_bin_ps = 1000000;
   std::uint32_t sw_alloc_patience = 2;  // lost arbitrations before an input moves on (0: never)
+  std::uint32_t internal_speedup = 1;   // flit level: crossbar cycles per link flit time (nvswitch_flit.cc)
   // Flits an output may hold queued for its link beyond the packet on the wire (0: none, an
   // output takes a packet only when its link is idle). With a queue, a granted input is busy
   // only while the packet crosses the crossbar at the input's rate, not until the output has
