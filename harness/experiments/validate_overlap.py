@@ -135,19 +135,19 @@ def _ring_cfg(cfg: DictConfig) -> ring.RingConfig:
     return ring.RingConfig(channels=int(cfg.collective.channels))
 
 
-def ring_alone(cfg: DictConfig, nbytes: int) -> tuple[float, dict[str, float]]:
+def ring_alone(cfg: DictConfig, nbytes: int) -> tuple[float, dict[str, float], pd.DataFrame]:
     """A ring all_reduce of `nbytes` per GPU alone on cfg's system, with cfg's settings (this
     experiment's: the flit-level switch, its channels) at the clock of a memory-bound kernel: the
-    per-GPU data rate in GB/s (the 2 (G-1)/G of the tensor a GPU sends, over the last GPU's end)
-    and the run's statistics by name (scripts/ring_switch_stats.py, a test)."""
+    per-GPU data rate in GB/s (the 2 (G-1)/G of the tensor a GPU sends, over the last GPU's end),
+    the run's statistics by name and its time series (scripts/ring_switch_stats.py, a test)."""
     g = int(cfg.system.gpus)
     b = WorkloadBuilder("ar", g, int(cfg.gpu.num_sms))
     b.launch(ring.collective(b, "ar", "all_reduce", nbytes, data=b.buffer("y", nbytes), cfg=_ring_cfg(cfg)),
              b.stream("s"))
-    st = run_system(cfg, workload=b.wl.SerializeToString(), kind="memory").stats
-    s = dict(zip(st["name"], st["value"]))
+    r = run_system(cfg, workload=b.wl.SerializeToString(), kind="memory")
+    s = dict(zip(r.stats["name"], r.stats["value"]))
     end_ns = max(s[f"gpu{i}.kernel0.ar.end"] for i in range(g))
-    return 2 * (g - 1) / g * nbytes / end_ns, s
+    return 2 * (g - 1) / g * nbytes / end_ns, s, r.series
 
 
 def _span(a: np.ndarray) -> float:
