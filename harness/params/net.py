@@ -50,11 +50,15 @@ class NetParams:
     """Lost switch arbitrations after which an input's arbiter moves on to its next ready VC
     (0: never). 2 reproduces BookSim2's flit-level separable input-first allocator at packet
     granularity (docs/VALIDATION.md, BookSim2 comparison)."""
-    internal_speedup: int = 1
+    internal_speedup: int = 2
     """Crossbar cycles per flit time of the fastest link (``sw_alloc_granularity=flit``; BookSim2's
     ``internal_speedup``): the switch allocator runs that many times per flit time and an output
     takes flits while fewer than that many flit times of them wait for its link, so an input can
-    send to two outputs in one flit time. 1: BookSim2's iq_router (external/net/src/nvswitch_flit.cc)."""
+    send to two outputs in one flit time. 1: BookSim2's iq_router without speedup (BookSim configs
+    run so); 2, the classic speedup at which an input-queued switch with output buffers works as
+    an output-queued one: a ring on 4 or 8 GPUs, whose switch ports all carry data one way and
+    acknowledgements the other at full load, keeps its links 100 % busy instead of 91.5 %
+    (docs/VALIDATION.md, "ISA collectives"). NVSwitch's own is not public."""
     output_queue_flits: int = 0
     """Flits an output port may hold queued for its link beyond the packet on the wire (0: an
     output takes a packet only when its link is idle, BookSim's input-queued router). With a
