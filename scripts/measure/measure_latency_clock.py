@@ -32,32 +32,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import CsvOut, cuda_functions, enforce_no_multicast  # noqa: E402
-from measure_loaded_latency import LINE, build_chain  # noqa: E402
+from measure_loaded_latency import CHASE, LINE, build_chain  # noqa: E402
 
-KERNELS = r"""
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-
-// out[4s..4s+3] = {t0, t1, clk0, clk1} of segment s; out[4 * segs] = the final pointer.
-extern "C" __global__ void chase(const unsigned long long* start, long long seg_hops, int segs, int nbg,
-                                 volatile int* started, volatile int* done, unsigned long long* out) {
-  extern __shared__ char smem[];
-  if (threadIdx.x != 0) return;
-  unsigned long long w0 = gtimer();
-  while (*started < nbg && gtimer() - w0 < 1000000000ull) {}
-  const unsigned long long* p = start;
-  for (int s = 0; s < segs; ++s) {
-    unsigned long long t0 = gtimer(), c0 = clock64();
-    for (long long h = 0; h < seg_hops; ++h) p = (const unsigned long long*)__ldcg(p);
-    unsigned long long t1 = gtimer(), c1 = clock64();
-    out[4 * s] = t0; out[4 * s + 1] = t1; out[4 * s + 2] = c0; out[4 * s + 3] = c1;
-  }
-  *done = 1;
-  __threadfence_system();
-  out[4 * segs] = (unsigned long long)p;
-  smem[0] = 0;
-}
-
+KERNELS = CHASE + r"""
 // Tensor-core work on registers (SMEM: operands reloaded from shared memory each step) until
 // *done, or 3 s. No global memory traffic but the flag.
 template <bool SMEM>

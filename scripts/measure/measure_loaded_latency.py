@@ -31,27 +31,35 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import CsvOut, cuda_functions, enforce_no_multicast  # noqa: E402
 
-KERNELS = r"""
+# The chase, shared with measure_latency_clock.py: `segs` segments of `seg_hops` hops, each timed
+# (this script runs one segment: out = {t0, t1, clk0, clk1, final pointer}).
+CHASE = r"""
 __device__ __forceinline__ unsigned long long gtimer() {
   unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
-// out: {t0, t1, clk0, clk1, final pointer}
-extern "C" __global__ void chase(const unsigned long long* start, long long hops, int nbg,
+// out[4s..4s+3] = {t0, t1, clk0, clk1} of segment s; out[4 * segs] = the final pointer.
+extern "C" __global__ void chase(const unsigned long long* start, long long seg_hops, int segs, int nbg,
                                  volatile int* started, volatile int* done, unsigned long long* out) {
   extern __shared__ char smem[];
   if (threadIdx.x != 0) return;
   unsigned long long w0 = gtimer();
   while (*started < nbg && gtimer() - w0 < 1000000000ull) {}
   const unsigned long long* p = start;
-  unsigned long long t0 = gtimer(), c0 = clock64();
-  for (long long h = 0; h < hops; ++h) p = (const unsigned long long*)__ldcg(p);
-  unsigned long long t1 = gtimer(), c1 = clock64();
+  for (int s = 0; s < segs; ++s) {
+    unsigned long long t0 = gtimer(), c0 = clock64();
+    for (long long h = 0; h < seg_hops; ++h) p = (const unsigned long long*)__ldcg(p);
+    unsigned long long t1 = gtimer(), c1 = clock64();
+    out[4 * s] = t0; out[4 * s + 1] = t1; out[4 * s + 2] = c0; out[4 * s + 3] = c1;
+  }
   *done = 1;
   __threadfence_system();
-  out[0] = t0; out[1] = t1; out[2] = c0; out[3] = c1; out[4] = (unsigned long long)p;
+  out[4 * segs] = (unsigned long long)p;
   smem[0] = 0;
 }
 
+"""
+
+KERNELS = CHASE + r"""
 // CTA c streams its share of src (and dst when COPY) over and over until *done.
 // stats[3c..3c+2] = {bytes, t_start, t_end}
 template <bool COPY>
@@ -156,7 +164,7 @@ def main() -> None:
         buf, first = chains[chase]
         hops = args.hops if chase == "hbm" else min(args.hops, (4 << 20) // LINE)
         if chase == "l2":  # one untimed pass puts the lines in L2
-            fns["chase"]((1,), (32,), (cp.uint64(first), cp.int64(hops), cp.int32(0), started, done, out),
+            fns["chase"]((1,), (32,), (cp.uint64(first), cp.int64(hops), cp.int32(1), cp.int32(0), started, done, out),
                          shared_mem=SMEM)
             cp.cuda.Device().synchronize()
         for kind in args.bg_kinds.split(","):
@@ -171,7 +179,7 @@ def main() -> None:
                         scratch.fill(rep + 1)
                     cp.cuda.Device().synchronize()
                     with s_chase:
-                        fns["chase"]((1,), (32,), (cp.uint64(first), cp.int64(hops), cp.int32(nbg), started, done,
+                        fns["chase"]((1,), (32,), (cp.uint64(first), cp.int64(hops), cp.int32(1), cp.int32(nbg), started, done,
                                                    out), shared_mem=SMEM)
                     if nbg:
                         n16 = bg_bytes // 16 // nbg // 2048 * 2048
