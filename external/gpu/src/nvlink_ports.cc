@@ -37,7 +37,14 @@ bool NvlinkPorts::init() {
   }
   queues_.resize(out_.size());
   post_reserved_.assign(out_.size(), 0);
-  post_first_.assign(out_.size(), 1);
+  if (tc) {
+    pools_ = {{{kReq, kResp}, {kPost, kPost}}};
+    pool_size_ = {2, 1};
+  } else {
+    pools_ = {{{kResp, kResp}, {kPost, kReq}}};
+    pool_size_ = {1, 2};
+  }
+  turn_.assign(out_.size(), {0, 0, 0});
   credit_loops_.clear();
   const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
   for (const auto& o : out_)
@@ -77,10 +84,17 @@ void NvlinkPorts::pump(std::uint32_t port) {
   Sim& sim = ctx_.sim;
   OutputChannel& ch = out_[port];
   if (!ch.idle_at(sim.now())) return rearm(port);  // a kPortFree event is pending
-  // Responses first; requests and posted writes take turns, so that neither class's stream
-  // (a store's lines, a load's requests) starves the other.
-  const bool post_first = post_first_[port];
-  for (std::uint32_t cls : {kResp, post_first ? kPost : kReq, post_first ? kReq : kPost}) {
+  // Pools and the classes within them take turns (nvlink_ports.h), so that no class's stream
+  // (a store's lines, a load's requests, the answers to peers' loads) starves another.
+  std::array<std::uint8_t, 3>& turn = turn_[port];
+  std::array<std::uint32_t, 3> order{};
+  std::uint32_t n = 0;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    const std::uint32_t pool = (turn[0] + i) % 2;
+    for (std::uint32_t j = 0; j < pool_size_[pool]; ++j) order[n++] = pools_[pool][(turn[1 + pool] + j) % pool_size_[pool]];
+  }
+  for (std::uint32_t k = 0; k < n; ++k) {
+    const std::uint32_t cls = order[k];
     auto& q = queues_[port][cls];
     if (q.empty()) continue;
     const VcRange r = vcs_of_[cls];
@@ -100,7 +114,9 @@ void NvlinkPorts::pump(std::uint32_t port) {
     const std::uint64_t tag = p.tag;
     tx_bytes_[type] += p.payload_bytes;
     tx_packets_[type] += p.lines;
-    if (cls != kResp) post_first_[port] = cls == kReq;
+    const std::uint32_t pool = pools_[1][0] == cls || pools_[1][1] == cls ? 1 : 0;
+    turn[0] = static_cast<std::uint8_t>(1 - pool);
+    if (pool_size_[pool] == 2) turn[1 + pool] = pools_[pool][0] == cls ? 1 : 0;
     if ((tag & kPostedStoreTag) && cls == kPost) {
       if (post_reserved_[port] < p.flits) throw InvariantError(ctx_.name() + ": posted store flits not reserved");
       post_reserved_[port] -= p.flits;

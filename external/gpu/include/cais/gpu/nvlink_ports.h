@@ -3,7 +3,11 @@
 // per traffic class (requests, responses, posted writes). Each class has the VC range the
 // switch's VC allocator gives it, and a class's packets are spread over its VCs round robin
 // (the next VC with credits for the packet), so one VC's credits do not limit a port.
-// Responses go first; posted writes and requests take turns. Posted SM stores wait at the SM, not
+// The classes take turns packet by packet in two pools that alternate (spec 3.6 (3)): without
+// traffic control the response VCs and the request VCs (requests and posted writes, which take
+// turns within), with it the load class (requests and responses, taking turns) and the
+// reduction class (posted writes). No class waits for another's backlog: a GPU that answers a
+// burst of peers' loads still sends its own requests. Posted SM stores wait at the SM, not
 // here, while the port has no credits for them (post_room), so they queue no deeper than the
 // network's buffers.
 #pragma once
@@ -86,7 +90,11 @@ class NvlinkPorts {
   std::vector<InputBuffer> in_;
   std::vector<std::array<std::deque<PacketHandle>, 3>> queues_;
   std::vector<std::uint64_t> post_reserved_;  // per port: flits of posted store lines not yet sent
-  std::vector<std::uint8_t> post_first_;      // per port: posted writes go before requests next
+  // Egress arbitration: two pools of classes (pools_[p][0..pool_size_[p])); per port the pool
+  // whose turn it is and, per pool, the member whose turn it is.
+  std::array<std::array<std::uint32_t, 2>, 2> pools_{};
+  std::array<std::uint32_t, 2> pool_size_{};
+  std::vector<std::array<std::uint8_t, 3>> turn_;  // per port: [0] pool first, [1 + p] member first in pool p
   std::array<std::uint64_t, 20> tx_bytes_{}, tx_packets_{}, rx_bytes_{}, rx_packets_{};
 };
 
