@@ -370,6 +370,17 @@ inline isa::Workload one_kernel(std::uint32_t gpus = 1, std::uint32_t grid = 1, 
   return wl;
 }
 
+// A further kernel of `wl`: grid gx x gy of 128-thread blocks, 32 registers per thread, no program yet.
+inline isa::Kernel* add_kernel(isa::Workload& wl, const std::string& name, std::uint32_t gx = 1, std::uint32_t gy = 1) {
+  auto* k = wl.add_kernels();
+  k->set_name(name);
+  k->set_grid_x(gx);
+  k->set_grid_y(gy);
+  k->set_threads_per_block(128);
+  k->set_regs_per_thread(32);
+  return k;
+}
+
 inline isa::Instr* add(isa::Workload& wl, isa::Opcode op) {
   auto* i = wl.mutable_kernels(0)->add_program();
   i->set_op(op);

@@ -14,16 +14,6 @@ namespace cais::gpu {
 namespace {
 using namespace cais::gpu::test;
 
-isa::Kernel* kernel(isa::Workload& wl, const char* name, std::uint32_t gx, std::uint32_t gy) {
-  auto* k = wl.add_kernels();
-  k->set_name(name);
-  k->set_grid_x(gx);
-  k->set_grid_y(gy);
-  k->set_threads_per_block(128);
-  k->set_regs_per_thread(32);
-  return k;
-}
-
 // X element of producer block (bx, by): row-major rows of 3 (ROW) or columns of 3 (COLUMN).
 void set_elem(isa::Affine* a, bool rows) {
   a->set_block_x(rows ? 4 : 12);
@@ -41,7 +31,7 @@ isa::Workload keyed(isa::DepKey key) {
   b->set_bytes(4096);
   b->set_dtype(isa::FP32);
   // producer grid: rows of 3 blocks (ROW) / columns of 3 blocks (COLUMN), 12 blocks either way
-  auto* p = kernel(wl, "producer", rows ? 3 : 4, rows ? 4 : 3);
+  auto* p = add_kernel(wl, "producer", rows ? 3 : 4, rows ? 4 : 3);
   auto* m = p->add_program();
   m->set_op(isa::MMA);
   m->set_m(128);
@@ -53,7 +43,7 @@ isa::Workload keyed(isa::DepKey key) {
   st->set_row_bytes(4);
   set_elem(st->mutable_addr(), rows);
   // consumer: same grid; tile (bx, by) loads its row by (ROW) / column bx (COLUMN) of X
-  auto* c = kernel(wl, "consumer", p->grid_x(), p->grid_y());
+  auto* c = add_kernel(wl, "consumer", p->grid_x(), p->grid_y());
   auto* ld = c->add_program();
   ld->set_op(isa::LD);
   ld->set_rows(1);

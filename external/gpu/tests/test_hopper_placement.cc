@@ -14,12 +14,7 @@ namespace {
 constexpr double kLaunch = 1000, kWave = 10 + 512;
 
 isa::Kernel* mma_kernel(isa::Workload& wl, const std::string& name, std::uint32_t grid) {
-  auto* k = wl.add_kernels();
-  k->set_name(name);
-  k->set_grid_x(grid);
-  k->set_grid_y(1);
-  k->set_threads_per_block(128);
-  k->set_regs_per_thread(32);
+  auto* k = add_kernel(wl, name, grid);
   k->set_smem_bytes(200 * 1024);
   auto* m = k->add_program();
   m->set_op(isa::MMA);

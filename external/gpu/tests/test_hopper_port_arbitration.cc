@@ -29,12 +29,7 @@ Result run_burst(bool traffic_control) {
   wl.mutable_launches(0)->add_gpus(1);
   wl.mutable_launches(0)->add_gpus(2);
   mem(wl, isa::LD_REMOTE, 1, kPeerBlockBytes, 0, 0, 0);  // from GPU 0
-  auto* k2 = wl.add_kernels();
-  k2->set_name("load");
-  k2->set_grid_x(1);
-  k2->set_grid_y(1);
-  k2->set_threads_per_block(128);
-  k2->set_regs_per_thread(32);
+  auto* k2 = add_kernel(wl, "load");
   auto* mma = k2->add_program();  // 2 x 256 x 256 x 320 FLOP at 4096 per cycle: ~10 us
   mma->set_op(isa::MMA);
   mma->set_m(256);

@@ -130,12 +130,7 @@ TEST(HopperPostedStores, ALoadFromAnotherSmIsNotStarvedByAStoreStream) {
   wl.mutable_buffers(0)->set_bytes(kStoreBytes);
   wl.mutable_launches(0)->add_gpus(0);
   mem(wl, isa::ST_REMOTE, 1, kStoreBytes, 0, 0, 1);  // kernel 0: 1 MiB, ~10 us at 100 GB/s
-  auto* k2 = wl.add_kernels();
-  k2->set_name("load");
-  k2->set_grid_x(1);
-  k2->set_grid_y(1);
-  k2->set_threads_per_block(128);
-  k2->set_regs_per_thread(32);
+  auto* k2 = add_kernel(wl, "load");
   auto* ld = k2->add_program();
   ld->set_op(isa::LD_REMOTE);
   ld->set_rows(1);

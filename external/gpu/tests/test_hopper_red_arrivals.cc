@@ -30,12 +30,7 @@ isa::Workload reduce_into_gpu0(isa::Opcode red_op = isa::RED_CAIS) {
   auto* red = mem(wl, red_op, 1, kRegionBytes, 0, 0, 0);
   red->mutable_addr()->set_block_x(kRegionBytes);
   add(wl, isa::BAR);
-  auto* k = wl.add_kernels();
-  k->set_name("consumer");
-  k->set_grid_x(kRegions);
-  k->set_grid_y(1);
-  k->set_threads_per_block(128);
-  k->set_regs_per_thread(32);
+  auto* k = add_kernel(wl, "consumer", kRegions);
   auto* wait = k->add_program();
   wait->set_op(isa::FLAG_WAIT);
   wait->set_buffer(kFlags);
