@@ -62,6 +62,13 @@ void NvSwitch::init_flit_level() {
   cycle_ps_ = std::max<TimePs>(1, cycle_ps_ / params_.internal_speedup);
 }
 
+// The first time at which output `out` takes a flit again (the tick's busy test: an output
+// takes one while its backlog, out_slot_ - now, is under out_window_ps_), as its grants so far
+// leave it; later grants only move it on.
+TimePs NvSwitch::out_takes_flit_ps(std::uint32_t out) const {
+  return out_slot_[out] >= out_window_ps_ ? out_slot_[out] - out_window_ps_ + 1 : 0;
+}
+
 void NvSwitch::flit_activate(std::uint32_t in) {
   if (flit_is_active_[in]) return;
   flit_is_active_[in] = 1;
@@ -229,7 +236,7 @@ void NvSwitch::flit_tick() {
     for (std::uint64_t m = flit_ready_[in] & ~flit_elig_[in]; m; m &= m - 1) {
       const auto vc = static_cast<std::uint32_t>(__builtin_ctzll(m));
       const FlitHead& e = heads[vc];
-      if (e.next_ps > t) next = std::min(next, e.next_ps);
+      if (e.next_ps > t) next = std::min(next, std::max(e.next_ps, out_takes_flit_ps(e.out)));
       else flit_elig_add(in, vc, e.out);  // eligible until it is granted a flit
     }
     const std::uint64_t outs = flit_elig_outs_[in];
@@ -237,7 +244,7 @@ void NvSwitch::flit_tick() {
       const auto out = static_cast<std::uint32_t>(__builtin_ctzll(m));
       if (out_slot_[out] >= t + out_window_ps_) {
         outs_busy |= 1ull << out;
-        next = std::min(next, out_slot_[out] - out_window_ps_ + 1);
+        next = std::min(next, out_takes_flit_ps(out));
       }
     }
     outs_seen |= outs;
@@ -254,8 +261,26 @@ void NvSwitch::flit_tick() {
   if (requested) {
     fla_.allocate(grants_);
     for (const FlitGrant& g : grants_) flit_advance(g);
+    // The next tick: the first at which a head may be granted a flit, given the grants so far
+    // (later grants only delay an output). Losers and winners due within a cycle try again next
+    // cycle if their output takes a flit then; with an internal speedup outputs often do not
+    // (their backlog is full), and a tick that could grant nothing is not run. A head asking for
+    // a VC re-reads its output's VCs and credits every cycle while flits cross (flit_request_vc),
+    // so with one the next cycle ticks. Never this cycle again.
+    const TimePs next_cycle = t + cycle_ps_;
+    for (const FlitGrant& g : grants_)
+      if (flit_ready_[g.in] & (1ull << g.vc)) {  // a winner's next flit
+        const FlitHead& h = flit_head_[static_cast<std::size_t>(g.in) * (vcs + 1) + g.vc];
+        next = std::min(next, std::max(h.next_ps, out_takes_flit_ps(h.out)));
+      }
     grants_.clear();
-    next = t + cycle_ps_;  // losers (and the winners' next flits) try again next cycle
+    for (std::size_t i = 0; i < flit_active_.size() && next > next_cycle; ++i) {
+      const std::uint32_t in = flit_active_[i];
+      if (flit_vcreq_[in]) next = next_cycle;
+      for (std::uint64_t m = flit_elig_outs_[in]; m; m &= m - 1)
+        next = std::min(next, out_takes_flit_ps(static_cast<std::uint32_t>(__builtin_ctzll(m))));
+    }
+    next = std::max(next, next_cycle);
   }
   in_tick_ = false;
   if (next != kNever && !flit_active_.empty()) flit_tick_at(next);

@@ -126,6 +126,7 @@ class NvSwitch : public NodeComponent, public SwitchContext {
   void init_flit_level();
   void flit_head_changed(std::uint32_t in, std::uint32_t vc);
   void flit_activate(std::uint32_t in);
+  TimePs out_takes_flit_ps(std::uint32_t out) const;
   void flit_tick_at(TimePs t);  // a tick at the first cycle boundary >= t (and >= now)
   void flit_tick();
   TimePs flit_request_vc(std::uint32_t in, std::uint32_t vc, bool& requested);
