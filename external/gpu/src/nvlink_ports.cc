@@ -44,6 +44,8 @@ bool NvlinkPorts::init() {
     pools_ = {{{kResp, kResp}, {kPost, kReq}}};
     pool_size_ = {1, 2};
   }
+  for (std::uint32_t pool = 0; pool < 2; ++pool)
+    for (std::uint32_t j = 0; j < pool_size_[pool]; ++j) pool_of_[pools_[pool][j]] = static_cast<std::uint8_t>(pool);
   turn_.assign(out_.size(), {0, 0, 0});
   credit_loops_.clear();
   const TimePs credit_ps = ns_to_ps(p.get_double("net.credit_delay_ns"));
@@ -114,7 +116,7 @@ void NvlinkPorts::pump(std::uint32_t port) {
     const std::uint64_t tag = p.tag;
     tx_bytes_[type] += p.payload_bytes;
     tx_packets_[type] += p.lines;
-    const std::uint32_t pool = pools_[1][0] == cls || pools_[1][1] == cls ? 1 : 0;
+    const std::uint32_t pool = pool_of_[cls];
     turn[0] = static_cast<std::uint8_t>(1 - pool);
     if (pool_size_[pool] == 2) turn[1 + pool] = pools_[pool][0] == cls ? 1 : 0;
     if ((tag & kPostedStoreTag) && cls == kPost) {

@@ -94,6 +94,7 @@ class NvlinkPorts {
   // whose turn it is and, per pool, the member whose turn it is.
   std::array<std::array<std::uint32_t, 2>, 2> pools_{};
   std::array<std::uint32_t, 2> pool_size_{};
+  std::array<std::uint8_t, 3> pool_of_{};  // per class: its pool
   std::vector<std::array<std::uint8_t, 3>> turn_;  // per port: [0] pool first, [1 + p] member first in pool p
   std::array<std::uint64_t, 20> tx_bytes_{}, tx_packets_{}, rx_bytes_{}, rx_packets_{};
 };
