@@ -91,10 +91,10 @@ UNSUPPORTED: frozenset[str] = frozenset({
 # booksim_fixed_values() in external/net/src/booksim_config.cc).
 FIXED: dict[str, tuple[str, ...]] = {
     "hold_switch_for_packet": ("0", "1"), "wait_for_tail_credit": ("0",), "alloc_iters": ("1",),
-    "input_speedup": ("1",), "output_speedup": ("1",), "internal_speedup": ("1",),
+    "input_speedup": ("1",), "output_speedup": ("1",), "internal_speedup": ("1", "2", "3", "4"),
     "arb_type": ("round_robin",), "vc_busy_when_full": ("0",), "vc_prioritize_empty": ("0",),
     "speculative": ("0",), "noq": ("0",), "output_delay": ("0",), "st_prepare_delay": ("0",),
-    "output_buffer_size": ("-1",), "router": ("iq",), "classes": ("1",), "priority": ("none",),
+    "output_buffer_size": ("-1", "1", "2", "3", "4"), "router": ("iq",), "classes": ("1",), "priority": ("none",),
     "include_queuing": ("1",), "sim_count": ("1",), "use_read_write": ("0",), "subnets": ("1",),
     "print_activity": ("0",), "print_csv_results": ("0", "1"), "watch_out": ("",), "stats_out": ("",),
 }
@@ -127,6 +127,7 @@ class BooksimConfig:
     path: str
     values: dict[str, str] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)
+    where: dict[str, str] = field(default_factory=dict)  # key -> "file:line" where it was set
 
     def int(self, key: str) -> int:
         text = self.values[key]
@@ -180,7 +181,9 @@ class BooksimConfig:
             value = self.values[key]
             if not any(value == a or (_number(value) is not None and _number(value) == _number(a)) for a in allowed):
                 shown = ", ".join(a if a else '""' for a in allowed)
-                raise ConfigError(key, f"'{value}' is not modelled (supported: {shown})")
+                at = f"{self.where[key]}: " if key in self.where else ""
+                raise ConfigError(key, f"{at}'{value}' is not modelled (supported: {shown})")
+        self._check_speedup()
         for key in ("latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"):
             self.float(key)
         pattern, hot = self.traffic()
@@ -206,6 +209,33 @@ class BooksimConfig:
             raise ConfigError("hotspot_nodes", "hotspot traffic needs hotspot_nodes = {...}")
         self.check_rate(self.injection_rate)
         return self
+
+    def _check_speedup(self) -> None:
+        """BookSim's internal_speedup S runs the router's stages S times per cycle: a 1-cycle stage
+        takes 1/S cycle and an output buffers up to output_buffer_size flits for its link. The
+        engine models 0- and 1-cycle stages and an output buffer of S flits (S = 1: BookSim's
+        unbounded default, which never holds more than one); as booksim_config.cc."""
+        speedup = round(self.float("internal_speedup"))
+        out_buffer = round(self.float("output_buffer_size"))
+
+        def refuse(key: str, supported: str) -> None:
+            at = f"{self.where[key]}: " if key in self.where else ""
+            raise ConfigError(key, f"{at}'{self.values[key]}' is not modelled with internal_speedup = {speedup} "
+                                   f"(supported: {supported})")
+        if speedup > 1:
+            if self.int("hold_switch_for_packet"):  # the packet-level allocator has no internal speedup
+                refuse("hold_switch_for_packet", "0")
+            for key in ("routing_delay", "vc_alloc_delay", "sw_alloc_delay", "st_final_delay"):
+                if self.int(key) > 1:
+                    refuse(key, "0, 1")
+            if out_buffer != speedup:
+                refuse("output_buffer_size", f"{speedup}, the internal_speedup")
+        elif out_buffer > 1:
+            refuse("output_buffer_size", "-1, 1")
+
+    def internal_speedup(self) -> int:
+        """net.internal_speedup for this file (validated: 1 to 4)."""
+        return round(self.float("internal_speedup"))
 
     def check_rate(self, rate: float) -> None:
         packets = rate / self.int("packet_size") if self.int("injection_rate_uses_flits") else rate
@@ -248,6 +278,7 @@ def _assign(cfg: BooksimConfig, stmt: str, where: str) -> None:
         raise ConfigError(key, f"{where}: unbalanced '{{' in '{value}'")
     cfg.values[key] = value
     cfg.given.add(key)
+    cfg.where[key] = where
 
 
 def load(path: str | Path) -> BooksimConfig:

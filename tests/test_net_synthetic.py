@@ -57,11 +57,22 @@ def test_unsupported_booksim_options_are_named_as_such():
     assert set(re.findall(r'"(\w+)"', block)) == booksim_config.UNSUPPORTED
 
 
+def test_cpp_and_python_fixed_value_tables_agree():
+    src = (REPO_ROOT / "external" / "net" / "src" / "booksim_config.cc").read_text()
+    block = src[src.index("booksim_fixed_values() {"):]
+    block = block[:block.index("return keys;")]
+    cpp = {k: tuple(re.findall(r'"([^"]*)"', v)) for k, v in re.findall(r'\{"(\w+)", \{([^}]*)\}\}', block)}
+    assert cpp == booksim_config.FIXED
+
+
 @pytest.mark.parametrize("text", [
     "alloc_iters = 1; wait_for_tail_credit = 0; input_speedup = 1; output_speedup = 1; internal_speedup = 1.0;",
     "latency_thres = 1e9; warmup_thres = 1e9; hold_switch_for_packet = 1; router = iq; perm_seed = 7;",
     "traffic = hotspot({{0,1}}); vc_buf_size = 16;",
     "traffic = hotspot({{2},{1}}); vc_buf_size = 16;",
+    "internal_speedup = 2.0; output_buffer_size = 2;",
+    "internal_speedup = 4; output_buffer_size = 4; routing_delay = 0;",
+    "internal_speedup = 1; output_buffer_size = 1;",
 ])
 def test_booksim_keys_accepted_at_modelled_values(text):
     booksim_config.parse_text(text).validate()
@@ -72,7 +83,14 @@ def test_booksim_keys_accepted_at_modelled_values(text):
     ("wait_for_tail_credit = 1;", "wait_for_tail_credit"),
     ("input_speedup = 2;", "input_speedup"),
     ("output_speedup = 2;", "output_speedup"),
-    ("internal_speedup = 2.0;", "internal_speedup"),
+    ("internal_speedup = 1.5;", "internal_speedup"),
+    ("internal_speedup = 5;", "internal_speedup"),
+    ("internal_speedup = 0;", "internal_speedup"),
+    ("internal_speedup = 2.0;", "output_buffer_size"),  # BookSim's default -1 (unbounded) is not modelled at 2
+    ("internal_speedup = 2.0; output_buffer_size = 3;", "output_buffer_size"),
+    ("output_buffer_size = 2;", "output_buffer_size"),
+    ("internal_speedup = 2.0; output_buffer_size = 2; routing_delay = 2;", "routing_delay"),
+    ("internal_speedup = 2.0; output_buffer_size = 2; hold_switch_for_packet = 1;", "hold_switch_for_packet"),
     ("hold_switch_for_packet = 2;", "hold_switch_for_packet"),
     ("latency_thres = high;", "latency_thres"),
     ("traffic = hotspot({{0,1},{1,2}}); vc_buf_size = 16;", "traffic"),
@@ -82,6 +100,42 @@ def test_booksim_keys_rejected_by_name(text, key):
     with pytest.raises(ConfigError) as err:
         booksim_config.parse_text(text).validate()
     assert err.value.key == key
+
+
+def test_internal_speedup_error_names_key_file_and_values():
+    with pytest.raises(ConfigError) as err:
+        booksim_config.parse_text("k = 4;\ninternal_speedup = 1.5;\n", "fly.cfg").validate()
+    assert err.value.key == "internal_speedup"
+    assert str(err.value) == "internal_speedup: fly.cfg:2: '1.5' is not modelled (supported: 1, 2, 3, 4)"
+    assert booksim_config.parse_text("internal_speedup = 2.0; output_buffer_size = 2;").validate().internal_speedup() == 2
+
+
+def test_cpp_reader_refuses_internal_speedup_by_name(engines, tmp_path):
+    cfg = tmp_path / "s.cfg"
+    cfg.write_text(SMALL + "internal_speedup = 1.5;\n")
+    proc = subprocess.run([str(engines / "cais-net-synthetic"), str(cfg)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"internal_speedup: {cfg}:8: '1.5' is not modelled (supported: 1, 2, 3, 4)" in proc.stderr
+
+
+def test_internal_speedup_2_runs(engines, cli, tmp_path):
+    """internal_speedup = 2.0 reaches the router (net.internal_speedup = 2): its 1-cycle stages take
+    half a cycle (1-flit zero-load latency 2 cycles lower) and past speedup 1's saturation the
+    router still accepts what is offered."""
+    rows = {}
+    for speedup in (1, 2):
+        cfg = tmp_path / f"s{speedup}.cfg"
+        cfg.write_text(SMALL.replace("packet_size = 9", "packet_size = 1") +
+                       f"internal_speedup = {speedup}.0; output_buffer_size = {speedup};\n"
+                       "latency_thres = 1e9; warmup_thres = 1e9;\n")
+        out = tmp_path / f"o{speedup}"
+        cli("experiment=net_synthetic", f"net.booksim_config={cfg}", "net.injection_rates=[0.05,0.9]",
+            f"out_dir={out}")
+        rows[speedup] = read_results(out)
+    zero = {s: rows[s]["avg_packet_latency_cycles"][0] for s in rows}
+    assert zero[1] - zero[2] == pytest.approx(2.0, abs=0.2)
+    assert rows[2]["accepted_flits_per_node_cycle"][1] == pytest.approx(0.9, rel=0.03)
+    assert rows[1]["accepted_flits_per_node_cycle"][1] < 0.85
 
 
 def test_hotspot_syntax_gives_the_nodes():

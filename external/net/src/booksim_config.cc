@@ -81,10 +81,11 @@ const std::map<std::string, std::string>& booksim_supported_keys() {
 const std::map<std::string, std::vector<std::string>>& booksim_fixed_values() {
   static const std::map<std::string, std::vector<std::string>> keys{
       {"hold_switch_for_packet", {"0", "1"}}, {"wait_for_tail_credit", {"0"}}, {"alloc_iters", {"1"}},
-      {"input_speedup", {"1"}}, {"output_speedup", {"1"}}, {"internal_speedup", {"1"}},
+      {"input_speedup", {"1"}}, {"output_speedup", {"1"}}, {"internal_speedup", {"1", "2", "3", "4"}},
       {"arb_type", {"round_robin"}}, {"vc_busy_when_full", {"0"}}, {"vc_prioritize_empty", {"0"}},
       {"speculative", {"0"}}, {"noq", {"0"}}, {"output_delay", {"0"}}, {"st_prepare_delay", {"0"}},
-      {"output_buffer_size", {"-1"}}, {"router", {"iq"}}, {"classes", {"1"}}, {"priority", {"none"}},
+      {"output_buffer_size", {"-1", "1", "2", "3", "4"}}, {"router", {"iq"}}, {"classes", {"1"}},
+      {"priority", {"none"}},
       {"include_queuing", {"1"}}, {"sim_count", {"1"}}, {"use_read_write", {"0"}}, {"subnets", {"1"}},
       {"print_activity", {"0"}}, {"print_csv_results", {"0", "1"}}, {"watch_out", {""}}, {"stats_out", {""}},
   };
@@ -142,7 +143,7 @@ BooksimConfig BooksimConfig::from_file(const std::string& path) {
 
 BooksimConfig BooksimConfig::from_string(const std::string& text, const std::string& origin) {
   BooksimConfig c;
-  for (const auto& kv : booksim_supported_keys()) c.values_[kv.first] = {kv.second, split_list(kv.second)};
+  for (const auto& kv : booksim_supported_keys()) c.values_[kv.first] = {kv.second, split_list(kv.second), ""};
   // Strip // comments line by line, remembering line numbers for statements.
   std::string stmt;
   int line_no = 0, stmt_line = 1;
@@ -195,7 +196,7 @@ void BooksimConfig::assign(const std::string& key, const std::string& value, con
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
   auto items = split_list(v);
   if (items.size() == 1 && items[0] == "\x01") throw ConfigError(key, where + ": unbalanced '{' in " + quote(value));
-  values_[key] = {v, items};
+  values_[key] = {v, items, where};
   set_[key] = true;
 }
 
@@ -354,8 +355,30 @@ proto::Configure BooksimConfig::to_configure() const {
     if (!ok) {
       std::string list;
       for (const auto& a : kv.second) list += (list.empty() ? "" : ", ") + (a.empty() ? std::string("\"\"") : a);
-      throw ConfigError(kv.first, quote(v) + " is not modelled (supported: " + list + ")");
+      const std::string& where = values_.at(kv.first).where;
+      throw ConfigError(kv.first, (where.empty() ? "" : where + ": ") + quote(v) + " is not modelled (supported: " +
+                                      list + ")");
     }
+  }
+  // BookSim's internal_speedup S runs its router's stages S times per cycle: a 1-cycle stage
+  // (routing, VC allocation, switch allocation, crossbar) takes 1/S cycle, and an output buffers
+  // up to output_buffer_size flits for its link. The engine models 0- and 1-cycle stages and an
+  // output buffer of S flits (S = 1: BookSim's unbounded default, which never holds more than one).
+  const long speedup = std::lround(get_double("internal_speedup"));
+  const long out_buffer = std::lround(get_double("output_buffer_size"));
+  auto refuse = [&](const std::string& key, const std::string& supported) {
+    const std::string& where = values_.at(key).where;
+    throw ConfigError(key, (where.empty() ? "" : where + ": ") + quote(get_string(key)) +
+                               " is not modelled with internal_speedup = " + std::to_string(speedup) +
+                               " (supported: " + supported + ")");
+  };
+  if (speedup > 1) {
+    if (get_int("hold_switch_for_packet")) refuse("hold_switch_for_packet", "0");  // no speedup at packet level
+    for (const char* key : {"routing_delay", "vc_alloc_delay", "sw_alloc_delay", "st_final_delay"})
+      if (get_int(key) > 1) refuse(key, "0, 1");
+    if (out_buffer != speedup) refuse("output_buffer_size", std::to_string(speedup) + ", the internal_speedup");
+  } else if (out_buffer > 1) {
+    refuse("output_buffer_size", "-1, 1");
   }
   for (const char* key : {"latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"})
     get_double(key);
@@ -435,14 +458,17 @@ proto::Configure BooksimConfig::to_configure() const {
   set_param_s(cfg, "net.vc_buffer_scope", "port");  // BookSim's vc_buf_size is per VC of a port
   set_param_i(cfg, "net.flit_bytes", kFlitBytes);
   set_param_i(cfg, "net.header_flits", 1);
-  set_param(cfg, "net.routing_delay_ns", non_negative(*this, "routing_delay") * kCycleNs);
-  set_param(cfg, "net.vc_alloc_delay_ns", non_negative(*this, "vc_alloc_delay") * kCycleNs);
-  set_param(cfg, "net.sw_alloc_delay_ns", non_negative(*this, "sw_alloc_delay") * kCycleNs);
-  set_param(cfg, "net.xbar_delay_ns", non_negative(*this, "st_final_delay") * kCycleNs);
+  const double stage_ns = kCycleNs / static_cast<double>(speedup);  // a stage is an internal cycle
+  set_param(cfg, "net.routing_delay_ns", non_negative(*this, "routing_delay") * stage_ns);
+  set_param(cfg, "net.vc_alloc_delay_ns", non_negative(*this, "vc_alloc_delay") * stage_ns);
+  set_param(cfg, "net.sw_alloc_delay_ns", non_negative(*this, "sw_alloc_delay") * stage_ns);
+  set_param(cfg, "net.xbar_delay_ns", non_negative(*this, "st_final_delay") * stage_ns);
   set_param(cfg, "net.credit_delay_ns", non_negative(*this, "credit_delay") * kCycleNs);
   set_param(cfg, "net.stats_bin_ns", static_cast<double>(period) * kCycleNs);
   set_param_i(cfg, "net.sw_alloc_patience", non_negative(*this, "sw_alloc_patience"));
-  set_param_i(cfg, "net.internal_speedup", 1);  // the only internal_speedup accepted above
+  // 1 to 4 (checked above): the crossbar and its allocators run that many cycles per flit time,
+  // an output buffers that many flits (docs/VALIDATION.md, "Internal speedup 2").
+  set_param_i(cfg, "net.internal_speedup", speedup);
   // BookSim's default (hold_switch_for_packet = 0) allocates the switch per flit.
   set_param_s(cfg, "net.sw_alloc_granularity", get_int("hold_switch_for_packet") ? "packet" : "flit");
   set_param_b(cfg, "net.traffic_control", false);

@@ -594,5 +594,40 @@ TEST(BooksimConfig, StrictParse) {
   EXPECT_THROW(BooksimConfig::from_string("traffic = hotspot;").to_configure(), ConfigError);
 }
 
+// internal_speedup: 1 to 4 (as "2" or "2.0") maps to net.internal_speedup, with BookSim's 1-cycle
+// stages at 1/S cycle and an output buffer of S flits; other values are refused by name.
+TEST(BooksimConfig, InternalSpeedup) {
+  const auto cfg = BooksimConfig::from_string("internal_speedup = 2.0; output_buffer_size = 2;").to_configure();
+  EXPECT_EQ(cfg.params().at("net.internal_speedup").i(), 2);
+  EXPECT_DOUBLE_EQ(cfg.params().at("net.routing_delay_ns").d(), 0.5);
+  EXPECT_DOUBLE_EQ(cfg.params().at("net.xbar_delay_ns").d(), 0.5);
+  EXPECT_DOUBLE_EQ(cfg.params().at("net.credit_delay_ns").d(), 0.0);  // credits: link cycles, as BookSim's
+  const auto one = BooksimConfig::from_string("internal_speedup = 1;").to_configure();
+  EXPECT_EQ(one.params().at("net.internal_speedup").i(), 1);
+  EXPECT_DOUBLE_EQ(one.params().at("net.routing_delay_ns").d(), 1.0);
+  for (const char* bad : {"1.5", "5", "0"}) {
+    try {
+      BooksimConfig::from_string(std::string("internal_speedup = ") + bad + ";", "fly.cfg").to_configure();
+      FAIL() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "internal_speedup");
+      EXPECT_EQ(std::string(e.what()),
+                std::string("internal_speedup: fly.cfg:1: '") + bad + "' is not modelled (supported: 1, 2, 3, 4)");
+    }
+  }
+  try {  // BookSim's unbounded output buffer is not what the engine models at speedup 2
+    BooksimConfig::from_string("internal_speedup = 2.0;").to_configure();
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "output_buffer_size");
+  }
+  try {
+    BooksimConfig::from_string("internal_speedup = 2; output_buffer_size = 2; sw_alloc_delay = 2;").to_configure();
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "sw_alloc_delay");
+  }
+}
+
 }  // namespace
 }  // namespace cais::net

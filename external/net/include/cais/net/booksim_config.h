@@ -17,6 +17,7 @@ namespace cais::net {
 struct BooksimValue {
   std::string text;                // as written (lists without braces)
   std::vector<std::string> items;  // list items ({a,b} or a single value)
+  std::string where;               // "file:line" or "command line"; empty for a default
 };
 
 // BookSim's `traffic` value: a pattern name, with hotspot nodes from hotspot({{a,b}}) or,
