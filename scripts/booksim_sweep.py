@@ -4,13 +4,16 @@
     .venv/bin/python scripts/booksim_sweep.py                       # every row, 2 jobs
     .venv/bin/python scripts/booksim_sweep.py --only k=8 --jobs 1   # a subset
     .venv/bin/python scripts/booksim_sweep.py --write               # also record our columns
+    .venv/bin/python scripts/booksim_sweep.py --data harness/data/validation/booksim_speedup2.csv
+                                                                    # internal_speedup 2 (k = 8)
 
 Each row of harness/data/validation/booksim_sweep.csv names a point (k, packet_size, traffic,
 injection_rate in flits/node/cycle) and holds BookSim2's results on conf/booksim/fly8_uniform.cfg
 with those overrides and sample_period=5000 (measured by hand, docs/VALIDATION.md). This script
 runs build/external/cais-net-synthetic on the same file and overrides, prints one line per row
 (BookSim2 latency, ours, the difference in %) and the mean and max absolute difference, and
-exits 1 if any stable row differs by more than --tolerance percent. The CPU seconds of each run
+exits 1 if any stable row differs by more than --tolerance percent. A data file may add the
+columns internal_speedup and output_buffer_size, passed on as overrides (booksim_speedup2.csv). The CPU seconds of each run
 (ours and, recorded, BookSim2's) give delivered flits per CPU-second for docs/PERFORMANCE.md.
 """
 from __future__ import annotations
@@ -33,9 +36,14 @@ OURS = ["cais_latency", "cais_accepted", "cais_stable", "err_pct", "cais_cpu_s",
         "cais_flits_per_cpu_s", "booksim_flits_per_cpu_s", "speedup"]
 
 
+# Router keys a data file may add as columns (harness/data/validation/booksim_speedup2.csv).
+OPTIONAL = ("internal_speedup", "output_buffer_size")
+
+
 def overrides(row: dict) -> list[str]:
     return [f"k={row['k']}", f"packet_size={row['packet_size']}", f"traffic={row['traffic']}",
-            f"injection_rate={row['injection_rate']}", f"sample_period={SAMPLE_PERIOD}"]
+            f"injection_rate={row['injection_rate']}", f"sample_period={SAMPLE_PERIOD}",
+            *(f"{c}={row[c]}" for c in OPTIONAL if row.get(c))]
 
 
 def run_timed(row: dict) -> dict:
