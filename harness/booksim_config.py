@@ -181,8 +181,7 @@ class BooksimConfig:
             value = self.values[key]
             if not any(value == a or (_number(value) is not None and _number(value) == _number(a)) for a in allowed):
                 shown = ", ".join(a if a else '""' for a in allowed)
-                at = f"{self.where[key]}: " if key in self.where else ""
-                raise ConfigError(key, f"{at}'{value}' is not modelled (supported: {shown})")
+                raise ConfigError(key, f"{self._at(key)}'{value}' is not modelled (supported: {shown})")
         self._check_speedup()
         for key in ("latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"):
             self.float(key)
@@ -210,6 +209,10 @@ class BooksimConfig:
         self.check_rate(self.injection_rate)
         return self
 
+    def _at(self, key: str) -> str:
+        """The place the key was set, as a message prefix ("fly.cfg:2: "); empty for a default."""
+        return f"{self.where[key]}: " if key in self.where else ""
+
     def _check_speedup(self) -> None:
         """BookSim's internal_speedup S runs the router's stages S times per cycle: a 1-cycle stage
         takes 1/S cycle and an output buffers up to output_buffer_size flits for its link. The
@@ -219,8 +222,7 @@ class BooksimConfig:
         out_buffer = round(self.float("output_buffer_size"))
 
         def refuse(key: str, supported: str) -> None:
-            at = f"{self.where[key]}: " if key in self.where else ""
-            raise ConfigError(key, f"{at}'{self.values[key]}' is not modelled with internal_speedup = {speedup} "
+            raise ConfigError(key, f"{self._at(key)}'{self.values[key]}' is not modelled with internal_speedup = {speedup} "
                                    f"(supported: {supported})")
         if speedup > 1:
             if self.int("hold_switch_for_packet"):  # the packet-level allocator has no internal speedup
@@ -232,10 +234,6 @@ class BooksimConfig:
                 refuse("output_buffer_size", f"{speedup}, the internal_speedup")
         elif out_buffer > 1:
             refuse("output_buffer_size", "-1, 1")
-
-    def internal_speedup(self) -> int:
-        """net.internal_speedup for this file (validated: 1 to 4)."""
-        return round(self.float("internal_speedup"))
 
     def check_rate(self, rate: float) -> None:
         packets = rate / self.int("packet_size") if self.int("injection_rate_uses_flits") else rate
