@@ -4,6 +4,7 @@
 // per op and plane). Part of RemotePacketizer (remote_packetizer.h).
 #include <algorithm>
 
+#include "cais/gpu/local_memory.h"
 #include "cais/gpu/nvlink_ports.h"
 #include "cais/gpu/remote_packetizer.h"
 #include "cais/gpu/remote_read_cache.h"
@@ -64,12 +65,18 @@ RemotePacketizer::Blocked RemotePacketizer::blocked(std::uint32_t qi, std::uint3
     }
     return Blocked::kCap;  // resumed by a response or CAIS_RED_ACK (retire_mergeable)
   }
-  if (sends_sm_data(op) && sm_port_free_at_[qi] > ctx_.now()) {
-    if (!sm_port_wake_[qi]) {
-      sm_port_wake_[qi] = 1;
-      ctx_.schedule(sm_port_free_at_[qi], kSmPortFree, 0, qi);
+  if (sends_sm_data(op)) {
+    if (!op.port_booked) {  // the op's bytes join the port's queue when its first line may go
+      op.port_booked = true;
+      op.port_end = ctx_.mem->sm_store(ctx_.now(), qi, op.port_total);
     }
-    return Blocked::kSmPort;
+    if (sm_port_free_at_[qi] > ctx_.now()) {  // the last packet's bytes have not crossed yet
+      if (!sm_port_wake_at_[qi] || sm_port_free_at_[qi] < sm_port_wake_at_[qi]) {  // one wake: the earliest
+        sm_port_wake_at_[qi] = sm_port_free_at_[qi];
+        ctx_.schedule(sm_port_free_at_[qi], kSmPortFree, 0, qi);
+      }
+      return Blocked::kSmPort;
+    }
   }
   const bool store = posted_store(op);
   const bool posted = op.type == proto::PKT_CAIS_RED || store;  // red.cais: complete on the wire

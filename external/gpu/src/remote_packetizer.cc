@@ -18,7 +18,7 @@ RemotePacketizer::RemotePacketizer(GpuContext& ctx) : ctx_(ctx) {
   queues_.resize(ctx.cfg.num_sms + 1);
   cap_waiting_.assign(queues_.size(), 0);
   sm_port_free_at_.assign(ctx.cfg.num_sms, 0);
-  sm_port_wake_.assign(ctx.cfg.num_sms, 0);
+  sm_port_wake_at_.assign(ctx.cfg.num_sms, 0);
 }
 
 void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint32_t queue, std::uint64_t fill_key) {
@@ -120,6 +120,7 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
     if (is_dma(ins.op())) op.elem_bytes = bufs[ins.buffer()].elem_bytes;  // a push sends the register, not its source
     bind_register(op, tb);
   }
+  if (sends_sm_data(op)) op.port_total = static_cast<std::uint64_t>(op.rows) * op.row_bytes;
   ++live_;
   ++tb.outstanding;
   if (loads_register(ins.op())) ++tb.remote_loads;
@@ -195,7 +196,12 @@ void RemotePacketizer::emit(RemoteOp& op, std::uint32_t oi, const std::uint64_t*
   } else if (ctx_.functional && p.payload_bytes && !op.flag && op.type != proto::PKT_DMA) {
     p.values.assign(p.payload_bytes / op.elem_bytes, op.value);
   }
-  if (sends_sm_data(op)) sm_port_free_at_[op.queue] = ctx_.mem->sm_store(sim.now(), op.queue, bytes);
+  if (sends_sm_data(op)) {  // the packet's bytes cross where its op's booking has them
+    op.port_sent += bytes;
+    const auto after = static_cast<TimePs>(static_cast<double>(op.port_total - std::min(op.port_total, op.port_sent)) /
+                                           ctx_.mem->store_rate());
+    sm_port_free_at_[op.queue] = std::max(sim.now(), op.port_end > after ? op.port_end - after : TimePs{0});
+  }
   NvlinkPorts& ports = *ctx_.ports;
   p.flits = ports.flits(p.payload_bytes, lines);
   ports.enqueue(h, ports.plane(p.addr), cls);

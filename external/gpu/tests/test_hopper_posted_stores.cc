@@ -154,5 +154,66 @@ TEST(HopperPostedStores, ALoadFromAnotherSmIsNotStarvedByAStoreStream) {
   EXPECT_LT(load_end, 0.5 * store_end);
 }
 
+// An SM's remote stores queue at its port with its local ones: a store op's bytes join the
+// port's queue when its first line may go, as a warp's store instructions enter the SM's memory
+// pipeline when it issues them, whatever their address. A copy stream (32 KiB rounds: a load,
+// then a store of the same bytes, as NCCL's scatter and gather copies run) on the same SM then
+// delays a 64 KiB remote store by about its own share of the port, not by a copy round per
+// packet (which, when each packet booked the port only once the one before it had crossed, made
+// NCCL's NVLS reduce group wait out its scatter and gather copies: docs/VALIDATION.md "A GPU's
+// SM port under copies").
+TEST(HopperPostedStores, RemoteStoresShareTheSmPortWithLocalCopies) {
+  const auto run_pair = [](bool with_copies) {
+    isa::Workload wl = one_kernel(2);
+    wl.mutable_buffers(0)->set_bytes(4 << 20);
+    wl.mutable_launches(0)->add_gpus(0);
+    mem(wl, isa::ST_REMOTE, 1, 65536, 0, 0, 1);  // kernel 0: 64 KiB to GPU 1, 2 us at the port alone
+    if (with_copies) {
+      auto* k2 = add_kernel(wl, "copy");
+      auto* loop = k2->add_program();
+      loop->set_op(isa::LOOP);
+      loop->set_count(32);
+      const auto copy = [&](isa::Opcode op, std::int64_t base) {
+        auto* i = k2->add_program();
+        i->set_op(op);
+        i->set_rows(1);
+        i->set_row_bytes(32768);
+        i->mutable_addr()->set_base(base);
+        i->mutable_addr()->add_loop(32768);
+        i->set_is_async(true);
+      };
+      copy(isa::LD, 1 << 20);
+      k2->add_program()->set_op(isa::WAIT);
+      k2->mutable_program(2)->set_scope(isa::LOCAL);
+      copy(isa::ST, 2 << 20);
+      k2->add_program()->set_op(isa::ENDLOOP);
+      auto* la = wl.add_launches();
+      la->set_kernel(1);
+      la->set_stream(1);
+      la->add_gpus(0);
+    }
+    wl.mutable_launches(0)->set_start_ns(5000);  // the copies (if any) run by then
+    proto::Configure c = make_config(wl, 2, true);
+    set_gpu_defaults(c, 1);  // one SM: both kernels on it
+    use_nvswitch(c);
+    auto& m = *c.mutable_params();
+    m["net.functional"].set_b(false);
+    m["gpu.sm_store_bytes_per_cycle"].set_d(32.0);   // an H100's rates, at 1 GHz
+    m["gpu.sm_load_bytes_per_cycle"].set_d(116.0);
+    m["gpu.warp_load_bytes_per_cycle"].set_d(116.0);
+    HostedModel h;
+    const auto st = run_config(h, c);
+    return st.at("gpu0.kernel0.k.end") - st.at("gpu0.kernel0.k.start");
+  };
+  const double alone = run_pair(false), beside = run_pair(true);
+  std::printf("64 KiB of remote stores: %.0f ns alone, %.0f ns beside a copy stream\n", alone, beside);
+  EXPECT_GT(alone, 2048);  // 64 KiB at 32 B per ns
+  // Beside the copies the stores wait for the copy round queued ahead of them (1 us of stores
+  // and 0.3 us of loads on the port), then cross; one 128 B packet per copy round would take
+  // the whole copy stream (~40 us).
+  EXPECT_GT(beside, alone + 500);
+  EXPECT_LT(beside, 3.0 * alone);
+}
+
 }  // namespace
 }  // namespace cais::gpu

@@ -38,6 +38,7 @@ class LocalMemory {
                         std::uint32_t warps) const;
   // Bytes SM `sm` sends to another GPU: they cross its port at the store rate from `now`;
   // returns when the last has crossed.
+  double store_rate() const { return store_bytes_per_ps_; }
   TimePs sm_store(TimePs now, std::uint32_t sm, std::uint64_t bytes) {
     return sm_ports_[sm].reserve(now, now, bytes, store_bytes_per_ps_);
   }

@@ -15,9 +15,12 @@
 // packets, the last one completes the op and tells the block. Switch THROTTLE holds mergeable
 // requests of a group: only that group's ops; the other ops of a queue take their turns.
 // A store's data (st.remote, multimem.st/red, red.cais) leaves the SM through the SM's port, the
-// one its local loads and stores use (local_memory.h), at the port's store rate: each packet
-// books its bytes there when sent, and the SM's queue cuts no further store line until they have
-// crossed (a kSmPortFree event resumes it); its loads' requests go on meanwhile.
+// one its local loads and stores use (local_memory.h), at the port's store rate: the op books all
+// its bytes there when its first line may go (not held by a THROTTLE or the mergeable cap), as a
+// warp's store instructions join the SM's memory pipeline when issued; each packet, sent, holds
+// the queue's next store line until its bytes have crossed where that booking has them (a
+// kSmPortFree event resumes the queue); its loads' requests go on meanwhile. (Booking packet by packet, each after the one before had crossed, let the big
+// bookings of local copies on the same SM starve the remote stores.)
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off an op collect in that op's buffer per
 // plane (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
@@ -69,6 +72,10 @@ struct RemoteOp {
   // (errors) and, for a store, the register's values taken at issue.
   std::uint32_t reg = 0, pc = 0;
   std::uint64_t fill_key = 0;  // a fetch for the remote read cache (0: none), filled on completion
+  // A store's booking on the SM's port: when its last byte crosses, its bytes, those cut so far.
+  TimePs port_end = 0;
+  std::uint64_t port_total = 0, port_sent = 0;
+  bool port_booked = false;
   std::vector<double> data;
   std::vector<BulkLines> bulk;  // per plane (bulk packets); kept when the slot is reused
 };
@@ -113,7 +120,8 @@ class RemotePacketizer {
   std::uint64_t& sm_port_stalls() { return sm_port_stalls_; }
   // SM `sm`'s port has carried the stores it booked: resume its queue (kSmPortFree).
   void sm_port_free(std::uint32_t sm) {
-    sm_port_wake_[sm] = 0;
+    if (ctx_.now() != sm_port_wake_at_[sm]) return;  // superseded by an earlier wake, already served
+    sm_port_wake_at_[sm] = 0;
     pump(sm);
   }
   Histogram& latency_ns() { return latency_ns_; }
@@ -191,8 +199,8 @@ class RemotePacketizer {
   std::vector<std::uint8_t> post_waiting_;                // per (queue, port): in that port's FIFO
   std::uint32_t line_flits_ = 0;                          // flits of a full max_packet_bytes line
   std::uint64_t post_credit_stalls_ = 0;
-  std::vector<TimePs> sm_port_free_at_;     // per SM: when its port has carried the stores booked
-  std::vector<std::uint8_t> sm_port_wake_;  // per SM: a kSmPortFree is scheduled
+  std::vector<TimePs> sm_port_free_at_;  // per SM: when the last store packet's bytes have crossed
+  std::vector<TimePs> sm_port_wake_at_;  // per SM: the kSmPortFree its queue waits for (0: none)
   std::uint64_t sm_port_stalls_ = 0;
   Histogram latency_ns_;
 };
