@@ -160,8 +160,8 @@ TEST(HopperPostedStores, ALoadFromAnotherSmIsNotStarvedByAStoreStream) {
 // then a store of the same bytes, as NCCL's scatter and gather copies run) on the same SM then
 // delays a 64 KiB remote store by about its own share of the port, not by a copy round per
 // packet (which, when each packet booked the port only once the one before it had crossed, made
-// NCCL's NVLS reduce group wait out its scatter and gather copies: docs/VALIDATION.md "A GPU's
-// SM port under copies").
+// NCCL's NVLS reduce group wait out its scatter and gather copies: docs/VALIDATION.md "One SM's
+// port").
 TEST(HopperPostedStores, RemoteStoresShareTheSmPortWithLocalCopies) {
   const auto run_pair = [](bool with_copies) {
     isa::Workload wl = one_kernel(2);

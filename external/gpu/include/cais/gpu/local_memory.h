@@ -36,9 +36,10 @@ class LocalMemory {
   // the parameters were not taken from.
   TimePs warp_round_end(TimePs now, TimePs first, std::uint64_t loaded, std::uint64_t stored,
                         std::uint32_t warps) const;
+  // The port's store rate now (bytes per ps; it follows the SM clock).
+  double store_rate() const { return store_bytes_per_ps_; }
   // Bytes SM `sm` sends to another GPU: they cross its port at the store rate from `now`;
   // returns when the last has crossed.
-  double store_rate() const { return store_bytes_per_ps_; }
   TimePs sm_store(TimePs now, std::uint32_t sm, std::uint64_t bytes) {
     return sm_ports_[sm].reserve(now, now, bytes, store_bytes_per_ps_);
   }

@@ -19,8 +19,9 @@
 // its bytes there when its first line may go (not held by a THROTTLE or the mergeable cap), as a
 // warp's store instructions join the SM's memory pipeline when issued; each packet, sent, holds
 // the queue's next store line until its bytes have crossed where that booking has them (a
-// kSmPortFree event resumes the queue); its loads' requests go on meanwhile. (Booking packet by packet, each after the one before had crossed, let the big
-// bookings of local copies on the same SM starve the remote stores.)
+// kSmPortFree event resumes the queue); its loads' requests go on meanwhile. (Booking packet by
+// packet, each after the one before had crossed, let a copy stream's round-sized bookings on the
+// same SM starve the remote stores.)
 // Bulk packets (gpu.bulk_lines = N > 1): the lines cut off an op collect in that op's buffer per
 // plane (the plane each line hashes to, as for single lines) and go out N at a time as one packet
 // (fewer when the op ends or the line size changes), so the grouping depends only on the op's
