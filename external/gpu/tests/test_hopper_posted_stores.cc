@@ -158,7 +158,7 @@ TEST(HopperPostedStores, ALoadFromAnotherSmIsNotStarvedByAStoreStream) {
 // port's queue when its first line may go, as a warp's store instructions enter the SM's memory
 // pipeline when it issues them, whatever their address. A copy stream (32 KiB rounds: a load,
 // then a store of the same bytes, as NCCL's scatter and gather copies run) on the same SM then
-// delays a 64 KiB remote store by about its own share of the port, not by a copy round per
+// delays a 64 KiB remote store by the copy round queued ahead of it, not by a copy round per
 // packet (which, when each packet booked the port only once the one before it had crossed, made
 // NCCL's NVLS reduce group wait out its scatter and gather copies: docs/VALIDATION.md "One SM's
 // port").
