@@ -31,7 +31,10 @@ from harness.engines import engine_dir
 PARTITION_KEYS = ("cosim.colocate", "cosim.processes", "cosim.gpus_per_process", "cosim.switches_per_process", "cosim.transport",
                   "cosim.tcp_host", "cosim.launcher", "cosim.shm_spin_us")
 # Keys that change where or how a run reports, or how its engines are spread, never what it computes.
-EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure.jobs", *PARTITION_KEYS)
+# `figure` and `paper` only orchestrate: which experiment a point belongs to (a point's task is
+# `task` itself), so a point two figures share (Table II's half-scale layers are Fig 11's and Fig
+# 17's, Fig 15's sub-layers Fig 12's) runs once.
+EXCLUDED_KEYS = ("out_dir", "cosim.progress", "cosim.watch", "cache", "figure", "paper", *PARTITION_KEYS)
 # Written by the run path itself, not by the experiment: never cached.
 NOT_CACHED = ("status.json",)
 ENV_DIR = "CAIS_CACHE_DIR"

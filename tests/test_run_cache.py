@@ -19,6 +19,16 @@ def test_the_key_ignores_how_many_points_run_at_once_and_how_engines_are_spread(
     assert run_key(compose("seed=1", "cosim.colocate=true", "cosim.gpus_per_process=1", "cosim.transport=ipc")) == base
 
 
+def test_a_point_two_experiments_share_is_one_key():
+    # Table II's layers are Fig 2's (8 GPUs, full scale) and Fig 11's (LLaMA-7B, training) points
+    table2 = run_key(compose("experiment=table2", "setup=half", "scheme=tp_nvls", "task=simulate"))
+    assert table2 == run_key(compose("experiment=fig11", "model=llama_7b", "phase=training", "scheme=tp_nvls",
+                                     "task=simulate"))
+    full = run_key(compose("experiment=table2", "setup=full", "scheme=tp_nvls", "task=simulate"))
+    assert full == run_key(compose("experiment=fig2", "system.gpus=8", "task=simulate"))
+    assert full != table2
+
+
 def test_the_code_left_out_of_the_key_exists():
     # the list must follow renames: a stale name would leave the renamed module in the key
     for rel in NOT_RUN_CODE:
