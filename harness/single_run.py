@@ -80,6 +80,8 @@ def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
     key = run_cache.run_key(cfg) if cacheable else ""
     try:
         if cacheable and run_cache.lookup(cfg, key, out_dir):
+            # the entry may be another experiment's point (or spread otherwise): say how this one was asked for
+            write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
             write_status(out_dir, "cached", started, key=key, label=label)
             return Outcome(out_dir / "results.csv", cached=True)
         runner = experiments.get(cfg.task)

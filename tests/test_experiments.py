@@ -45,6 +45,16 @@ def test_an_interrupted_fig11_sweep_resumes_without_recomputing_finished_runs(en
     assert (out / "fig11.png").is_file() and len((out / "results.csv").read_text().splitlines()) == 4
 
 
+def test_a_point_another_figure_ran_comes_from_the_cache(engines, tmp_path):
+    cache, point = f"cache.dir={tmp_path / 'cache'}", ["model=tiny", "workload=sublayer_l1", "scheme=cais"]
+    run_cli("experiment=fig12", *point, f"out_dir={tmp_path / 'fig12'}", cache, timeout=200)
+    run_cli("experiment=fig15", *point, f"out_dir={tmp_path / 'fig15'}", cache, timeout=200)
+    assert statuses(tmp_path / "fig15") == {0: "cached"}
+    assert yaml.safe_load((tmp_path / "fig15" / "0" / "config.yaml").read_text())["figure"]["name"] == "fig15"
+    fig12, fig15 = (pd.read_csv(tmp_path / f / "0" / "results.csv") for f in ("fig12", "fig15"))
+    pd.testing.assert_frame_equal(fig12, fig15)
+
+
 def test_joblib_runs_two_points_at_once(engines, tmp_path):
     out = tmp_path / "j"
     run_cli("-m", "experiment=fig11", "model=tiny", "phase=inference", "scheme=tp_nvls,ladm", "cache.enabled=false",
