@@ -66,6 +66,10 @@ def _clear(out_dir: Path) -> None:
             raise CaisError(f"out_dir: cannot remove {out_dir / stale}: {exc.strerror}") from None
 
 
+def _write_config(out_dir: Path, cfg: DictConfig) -> None:
+    write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+
+
 def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
     """Run cfg's experiment into out_dir (or take it from the cache); raise on failure. label: how
     a sweep summary names the point (its overrides); a labelled point records a failure in
@@ -80,15 +84,14 @@ def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
     key = run_cache.run_key(cfg) if cacheable else ""
     try:
         if cacheable and run_cache.lookup(cfg, key, out_dir):
-            # the entry may be another experiment's point (or spread otherwise): say how this one was asked for
-            write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+            _write_config(out_dir, cfg)  # the entry may be another experiment's point: say how this one was asked for
             write_status(out_dir, "cached", started, key=key, label=label)
             return Outcome(out_dir / "results.csv", cached=True)
         runner = experiments.get(cfg.task)
         df, timing = split_timing(runner(cfg, out_dir))
         if timing is not None:
             write_csv_atomic(out_dir / "timing.csv", timing)
-        write_text_atomic(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # only beside a result
+        _write_config(out_dir, cfg)  # only beside a result
         write_csv_atomic(out_dir / "results.csv", df)
     except BaseException as exc:
         if not label:  # a single run that failed leaves nothing behind; a sweep point says why it failed
