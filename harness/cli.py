@@ -85,13 +85,20 @@ def _app(cfg: DictConfig) -> None:
 
     from harness import experiments
 
-    df = pd.read_csv(outcome.results)
+    try:
+        df = pd.read_csv(outcome.results)
+    except pd.errors.EmptyDataError:  # a figure none of whose points finished: its summary said why
+        df = pd.DataFrame()
     shown = experiments.display_columns(cfg.task)
     if shown:
         df = df[[c for c in shown if c in df.columns]]
-    with pd.option_context("display.max_columns", 30, "display.width", 160):
-        print(df.to_string(index=False))
+    if not df.empty:
+        with pd.option_context("display.max_columns", 30, "display.width", 160):
+            print(df.to_string(index=False))
     print(f"results: {outcome.results}{' (from the cache)' if outcome.cached else ''}", flush=True)
+    if outcome.cache_error:
+        print(f"cache: this run was not stored ({outcome.cache_error}); cache.dir= names another folder",
+              file=sys.stderr, flush=True)
 
 
 def _on_sigint(signum, frame) -> None:

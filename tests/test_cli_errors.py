@@ -2,6 +2,7 @@
 nonsense runs are refused instead of succeeding with nothing to show."""
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -105,6 +106,16 @@ def test_a_failed_sweep_point_does_not_stop_the_sweep(engines, tmp_path):
     assert "sweep: 1 of 2 points succeeded" in proc.stderr
     assert not (tmp_path / "0" / "results.csv").exists()
     assert (tmp_path / "1" / "results.csv").exists()  # the point after the failed one ran
+
+
+def test_a_figure_none_of_whose_points_finished_exits_1_without_a_traceback(engines, tmp_path):
+    # every point is refused at its start: the summary names each, the figure has no rows
+    proc = run_cli("experiment=fig18", "collective.bytes=-5", f"out_dir={tmp_path}", check=False, timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "sweep: 0 of 1 points succeeded" in proc.stderr
+    assert "collective.bytes: must be >= 1, got -5" in proc.stderr
+    assert json.loads((tmp_path / "figure.json").read_text())["failed"]
 
 
 @pytest.mark.parametrize("override,expected", [
