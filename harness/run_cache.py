@@ -148,18 +148,23 @@ def lookup(cfg: DictConfig, key: str, out_dir: Path) -> bool:
     return True
 
 
-def store(cfg: DictConfig, key: str, out_dir: Path) -> None:
+def store(cfg: DictConfig, key: str, out_dir: Path) -> str:
     """Keep a finished run's outputs under its key. A cache that cannot be written (read-only,
-    full) costs a recomputation later, never the run: the error is swallowed."""
+    full) costs a recomputation later, never the run: returns why it was not stored ("" when it
+    was, or caching is off), for the run's status and the sweep's summary to say."""
     if not cfg.cache.enabled:
-        return
+        return ""
     dst = entry(cfg, key)
     if (dst / "results.csv").is_file():
-        return
+        return ""
     tmp = dst.parent / f".{key}.{os.getpid()}.{secrets.token_hex(3)}.tmp"
     try:
         tmp.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(out_dir, tmp, ignore=shutil.ignore_patterns(*NOT_CACHED, ".*.tmp"))
         os.rename(tmp, dst)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)  # another process stored it first, or no space
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if (dst / "results.csv").is_file():
+            return ""  # another process stored it first
+        return f"cannot write {cache_dir(cfg)}: {exc.strerror or exc}"
+    return ""

@@ -8,7 +8,7 @@ experiments (their points, harness/experiments/figure.py) all call :func:`execut
 - otherwise the experiment runs, results.csv is written atomically (wall-clock columns go to
   timing.csv), the resolved config beside it, and the folder is stored in the cache;
 - ``status.json`` records the outcome either way (ok | failed | cached, the error message, start
-  and end wall time, pid), which is what a sweep's summary, the figure step and the tests read:
+  and end wall time, pid, and ``cache_error`` when the run cache could not keep it), which is what a sweep's summary, the figure step and the tests read:
   with a parallel launcher the points run in other processes, so files are the only record.
 """
 from __future__ import annotations
@@ -39,12 +39,15 @@ UNCACHED_TASKS = ("figure", "paper", "compare")
 class Outcome:
     results: Path
     cached: bool
+    cache_error: str = ""  # why the run cache could not keep this run ("" when it did or is off)
 
 
 def write_status(out_dir: Path, status: str, started: float, message: str = "", key: str = "",
-                 label: str = "") -> None:
+                 label: str = "", cache_error: str = "") -> None:
     record = {"status": status, "label": label, "message": message, "key": key, "pid": os.getpid(),
               "start_wall_s": round(started, 3), "end_wall_s": round(time.time(), 3)}
+    if cache_error:
+        record["cache_error"] = cache_error
     try:
         write_text_atomic(out_dir / STATUS_FILE, json.dumps(record, indent=1) + "\n")
     except CaisError:
@@ -99,7 +102,6 @@ def execute(cfg: DictConfig, out_dir: Path, label: str = "") -> Outcome:
         write_status(out_dir, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", started,
                      message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__, key=key, label=label)
         raise
-    if cacheable:
-        run_cache.store(cfg, key, out_dir)
-    write_status(out_dir, "ok", started, key=key, label=label)
-    return Outcome(out_dir / "results.csv", cached=False)
+    cache_error = run_cache.store(cfg, key, out_dir) if cacheable else ""
+    write_status(out_dir, "ok", started, key=key, label=label, cache_error=cache_error)
+    return Outcome(out_dir / "results.csv", cached=False, cache_error=cache_error)

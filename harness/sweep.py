@@ -98,6 +98,10 @@ def summarize(points: list[tuple[str, dict | None]], stream=None) -> int:
     for label, st in failed:
         why = (st or {}).get("message") or (st or {}).get("status") or "no status recorded (the point never ran)"
         print(f"  failed {label}: {why}", file=stream)
+    unstored = [st["cache_error"] for _, st in points if st and st.get("cache_error")]
+    if unstored:  # the run is fine; only a repeat of the sweep would recompute these points
+        print(f"cache: {len(unstored)} of {len(points)} points were not stored ({unstored[0]}); "
+              "a repeated sweep recomputes them", file=stream)
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -60,3 +60,38 @@ def test_the_key_hashes_the_protocol_sources_not_the_modules_generated_from_them
     files = fingerprint_files()
     assert REPO_ROOT / "proto" / "cosim.proto" in files
     assert not [p for p in files if (REPO_ROOT / "harness" / "_proto") in p.parents]
+
+
+def test_a_cache_that_cannot_be_written_is_reported_not_fatal(tmp_path, capsys):
+    # A file where the cache folder should be: mkdir fails for any user, root included.
+    from harness import sweep
+    from harness.run_cache import store
+
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.csv").write_text("a\n1\n")
+    why = store(compose(f"cache.dir={blocker / 'cache'}"), "ab" * 16, out)
+    assert why.startswith(f"cannot write {blocker / 'cache'}: ")
+    assert store(compose(f"cache.dir={tmp_path / 'cache'}"), "ab" * 16, out) == ""
+    assert (tmp_path / "cache" / "ab" / ("ab" * 16) / "results.csv").is_file()
+    assert store(compose("cache.enabled=false", f"cache.dir={blocker / 'cache'}"), "ab" * 16, out) == ""
+
+    points = [("seed=1", {"status": "ok", "cache_error": why}), ("seed=2", {"status": "ok"})]
+    assert sweep.summarize(points) == sweep.EXIT_OK  # the runs are fine
+    err = capsys.readouterr().err
+    assert "sweep: 2 of 2 points succeeded (0 from the cache)" in err
+    assert f"cache: 1 of 2 points were not stored ({why}); a repeated sweep recomputes them" in err
+
+
+def test_a_single_run_says_when_the_cache_did_not_keep_it(engines, tmp_path):
+    from conftest import run_cli
+
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    proc = run_cli("seed=3", f"out_dir={tmp_path / 'run'}", f"cache.dir={blocker / 'cache'}", timeout=120)
+    assert (tmp_path / "run" / "results.csv").is_file()
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("cache:")]
+    assert lines == [f"cache: this run was not stored (cannot write {blocker / 'cache'}: Not a directory); "
+                     "cache.dir= names another folder"]
