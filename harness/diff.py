@@ -80,12 +80,23 @@ def compare(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float, keys
     return lines
 
 
+def tolerance(text: str) -> float:
+    """A tolerance: a finite number >= 0 (a negative one would call equal values different)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="cais-diff", description="Compare a results CSV with a reference CSV.")
     ap.add_argument("results")
     ap.add_argument("reference")
-    ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0: exact)")
-    ap.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    ap.add_argument("--rtol", type=tolerance, default=0.0, help="relative tolerance (default 0: exact)")
+    ap.add_argument("--atol", type=tolerance, default=0.0, help="absolute tolerance (default 0)")
     ap.add_argument("--keys", nargs="+", help="columns that identify a row (default: the non-numeric ones)")
     ap.add_argument("--key", action="append", help="one key column (repeatable; same as --keys)")
     args = ap.parse_args(argv)

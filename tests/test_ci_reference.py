@@ -64,3 +64,12 @@ def test_rows_no_key_tells_apart_are_an_error(tmp_path, capsys):
         diff_main([str(path), str(path)])
     assert done.value.code == 2
     assert "not unique by ['scheme']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--rtol", "--atol"])
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "tight"])
+def test_a_tolerance_must_be_a_finite_number_not_below_zero(option, value, capsys):
+    with pytest.raises(SystemExit) as done:
+        diff_main([str(REFERENCE), str(REFERENCE), option, value])
+    assert done.value.code == 2
+    assert f"argument {option}: must be a number >= 0, got '{value}'" in capsys.readouterr().err
