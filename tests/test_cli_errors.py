@@ -123,6 +123,8 @@ def test_a_figure_none_of_whose_points_finished_exits_1_without_a_traceback(engi
     ("traffic.requests_per_gpu=0", "traffic.requests_per_gpu: must be >= 1"),
     ("system.gpus=1", "system.gpus: must be >= 2"),
     ("system.gpu_model=hopper", "system.gpu_model: hopper runs tile-ISA kernels"),
+    ("seed=-1", "seed: must be 0 to 18446744073709551615, got -1"),
+    ("seed=18446744073709551616", "seed: must be 0 to 18446744073709551615, got 18446744073709551616"),
 ])
 def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     one_error_line(run_cli(*TINY_TRAFFIC, override, f"out_dir={tmp_path}", check=False, timeout=60), expected)

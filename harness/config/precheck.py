@@ -23,6 +23,7 @@ MAX_POINTS_CHECKED = 256
 # Values one sweep axis may take: Hydra's sweeper lists every value of a range() before the first
 # run, so range(1,1e3094) would never start (found by fuzzing); a larger axis is refused.
 MAX_AXIS_VALUES = 100_000
+MAX_SEED = 2**64 - 1  # the engines' seed is an unsigned 64-bit number
 
 
 def one_line(exc: BaseException) -> str:
@@ -142,5 +143,7 @@ def precheck(argv: list[str]) -> None:
     for point, cfg in zip(points, cfgs):
         check_read(point, str(cfg.task), cfg)
         parse_mode(cfg.cosim.progress)
+        if not 0 <= cfg.seed <= MAX_SEED:
+            raise ConfigError("seed", f"must be 0 to {MAX_SEED}, got {cfg.seed}")
         if cfg.out_dir:
             check_out_dir(cfg.out_dir)
