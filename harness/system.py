@@ -12,7 +12,7 @@ from harness.cosim import SimResult, simulate
 
 
 def engine_params(cfg: DictConfig, kind: str = "tensor", burst: bool = False) -> dict[str, Any]:
-    """The engines' flat parameters; a power-aware clock (`gpu.clock_mhz` <= 0) resolved for all
+    """The engines' flat parameters; a power-aware clock (`gpu.clock_mhz` = 0) resolved for all
     SMs running `kind` kernels: tensor for anything with GEMMs (a layer's GEMMs set its power),
     memory for runs of memory-bound kernels alone (harness/gpu/power.py). burst: a run as short
     as a measured burst from an idle GPU, whose clock follows the load (the burst clock while a

@@ -6,6 +6,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
+from harness.errors import ConfigError
 from harness.experiments import validate_kernels
 from harness.gpu import power, standalone
 from harness.params.gpu import GpuParams
@@ -53,6 +54,14 @@ def test_resolve_clock_fills_power_aware_keeps_fixed_and_hides_model_keys():
     assert not set(power.MODEL_KEYS) & set(out)
     fixed = power.resolve_clock(dict(flat, **{"gpu.clock_mhz": 1234.0}))
     assert fixed["gpu.clock_mhz"] == 1234.0
+
+
+@pytest.mark.parametrize("resolve", [power.resolve_clock, power.resolve_burst_clocks])
+@pytest.mark.parametrize("key", ["gpu.clock_mhz", "gpu.clock_mhz_without_mma"])
+def test_a_negative_clock_is_refused_not_read_as_power_aware(resolve, key):
+    flat = standalone.gpu_params({"num_sms": 66})
+    with pytest.raises(ConfigError, match=f"^{key}: must be 0 .* or a clock > 0 MHz, got -5"):
+        resolve(dict(flat, **{key: -5.0}))
 
 
 def test_validation_predicts_the_clock_and_ignores_the_measured_one(engines):

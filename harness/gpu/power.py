@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from harness.errors import ConfigError
+
 KINDS = ("tensor", "memory")
 
 
@@ -71,12 +73,21 @@ MODEL_KEYS = ("gpu.max_clock_mhz", "gpu.power_limit_w", "gpu.power_burst_limit_w
 
 
 def resolve_clock(flat: dict[str, Any], kind: str = "tensor") -> dict[str, Any]:
-    """flat params for the engine: gpu.clock_mhz <= 0 (power-aware) replaced by the settled clock of
+    """flat params for the engine: gpu.clock_mhz = 0 (power-aware) replaced by the settled clock of
     all gpu.num_sms SMs running `kind` kernels (a layer's GEMMs set its power; power management
     settles over milliseconds, longer than a layer), a fixed clock kept; the model's keys removed."""
-    if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) <= 0:
+    _check_clocks(flat)
+    if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) == 0:
         flat["gpu.clock_mhz"] = settled_clock_mhz(int(flat["gpu.num_sms"]), kind, flat)
     return _drop_model_keys(flat)
+
+
+def _check_clocks(flat: dict[str, Any]) -> None:
+    """0 asks for the power model's clock; a negative clock is no clock (it read as 0)."""
+    for key, meaning in (("gpu.clock_mhz", "0 (the power model's clock)"),
+                         ("gpu.clock_mhz_without_mma", "0 (gpu.clock_mhz's)")):
+        if key in flat and not float(flat[key]) >= 0:
+            raise ConfigError(key, f"must be {meaning} or a clock > 0 MHz, got {flat[key]}")
 
 
 def _drop_model_keys(flat: dict[str, Any]) -> dict[str, Any]:
@@ -88,12 +99,13 @@ def _drop_model_keys(flat: dict[str, Any]) -> dict[str, Any]:
 def resolve_burst_clocks(flat: dict[str, Any]) -> dict[str, Any]:
     """flat params for the engine in a burst from an idle GPU (the measurements of the validation
     experiments: a few milliseconds of work, before the power controller settles): a power-aware
-    gpu.clock_mhz (<= 0) replaced by the burst clock of all SMs running tensor kernels, the clock
+    gpu.clock_mhz (0) replaced by the burst clock of all SMs running tensor kernels, the clock
     while an mma kernel runs, and gpu.clock_mhz_without_mma, where 0, by the memory-bound burst
     clock (the maximum: a memory-bound kernel's power is far below either limit); a fixed clock
     kept, and with it a clock_mhz_without_mma of 0 (the engine's "the same clock"). The model's
     keys removed."""
-    if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) <= 0:
+    _check_clocks(flat)
+    if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) == 0:
         sms = int(flat["gpu.num_sms"])
         flat["gpu.clock_mhz"] = burst_clock_mhz(sms, "tensor", flat)
         if float(flat.get("gpu.clock_mhz_without_mma", 0.0)) == 0:
