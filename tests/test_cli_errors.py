@@ -98,6 +98,20 @@ def test_unknown_key_in_a_sweep(tmp_path):
     assert not list(tmp_path.iterdir())  # no point ran
 
 
+def test_a_joblib_sweep_of_no_workers_is_refused_before_it_starts(tmp_path):
+    # joblib raises inside Hydra's launcher (a traceback) once the points are handed to it
+    proc = run_cli("-m", "seed=1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0", f"out_dir={tmp_path}",
+                   check=False, timeout=60)
+    one_error_line(proc, "hydra.launcher.n_jobs: 0 runs nothing in joblib", "-1 for one per core")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_paper_of_no_figures_is_refused(tmp_path):
+    proc = run_cli("experiment=paper", "paper.figures=[]", f"out_dir={tmp_path}", check=False, timeout=60)
+    one_error_line(proc, "paper.figures: is empty; give at least one figure experiment")
+    assert not (tmp_path / "results.csv").exists()
+
+
 def test_a_failed_sweep_point_does_not_stop_the_sweep(engines, tmp_path):
     proc = run_cli("-m", *TINY_TRAFFIC, "cosim.transport=udp,ipc", f"out_dir={tmp_path}", check=False, timeout=120)
     assert proc.returncode == 1

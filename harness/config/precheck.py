@@ -96,6 +96,19 @@ def compose_one(overrides: list[str]):
     return compose_all([overrides])[0]
 
 
+def check_launcher(overrides: list[str]) -> None:
+    """What the sweep's launcher would only find out once the points are handed to it (a
+    traceback from inside Hydra)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        launcher = compose(config_name="config", overrides=overrides, return_hydra_config=True).hydra.launcher
+    n_jobs = launcher.get("n_jobs")
+    if n_jobs is not None and int(n_jobs) == 0:
+        raise ConfigError("hydra.launcher.n_jobs", "0 runs nothing in joblib; allowed: a count of points at once, "
+                                                   "or -1 for one per core (what figure.jobs=0 means)")
+
+
 def check_out_dir(path) -> None:
     """out_dir must be a folder this process can create and write in."""
     p = Path(path)
@@ -138,6 +151,8 @@ def precheck(argv: list[str]) -> None:
     else:
         points = [overrides]
     cfgs = compose_all(points)
+    if any(a in MULTIRUN for a in argv):
+        check_launcher(points[0])
     from harness.cosim.progress import parse_mode
 
     for point, cfg in zip(points, cfgs):

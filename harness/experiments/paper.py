@@ -20,6 +20,8 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
+    if not cfg.paper.figures:
+        raise ConfigError("paper.figures", "is empty; give at least one figure experiment, e.g. [fig2,fig11]")
     common = point_overrides(list(HydraConfig.get().overrides.task))
     rows = []
     for name in cfg.paper.figures:
