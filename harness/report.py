@@ -38,11 +38,33 @@ def collect(dirs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+# What harness/figures.finish writes into every figure.json and the report reads.
+RECORD_KEYS = {"name": str, "title": str, "png": str, "points": int, "failed": list}
+
+
+class BadRecord(ValueError):
+    """A figure.json the report cannot read: its path and what is wrong."""
+
+
+def read_record(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadRecord(f"{path}: not a figure record ({exc}); re-run the figure to rewrite it") from None
+    if not isinstance(record, dict):
+        raise BadRecord(f"{path}: not a figure record (a JSON object is expected); re-run the figure")
+    for key, kind in RECORD_KEYS.items():
+        if not isinstance(record.get(key), kind):
+            raise BadRecord(f"{path}: not a figure record ('{key}' missing or not a {kind.__name__}); "
+                            "re-run the figure to rewrite it")
+    return record
+
+
 def find_figures(dirs: list[str]) -> list[tuple[Path, dict]]:
     found = []
     for d in dirs:
         for path in sorted(Path(d).rglob(FIGURE_FILE)):
-            found.append((path.parent, json.loads(path.read_text())))
+            found.append((path.parent, read_record(path)))
     order = ["fig2", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "fig17", "fig18", "table2"]
     return sorted(found, key=lambda f: (order.index(f[1]["name"]) if f[1]["name"] in order else 99, str(f[0])))
 
@@ -144,7 +166,11 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         print(f"cais-report: error: {missing[0]}: no such folder", file=sys.stderr)
         sys.exit(2)
-    figs = find_figures(args.dirs)
+    try:
+        figs = find_figures(args.dirs)
+    except BadRecord as exc:
+        print(f"cais-report: error: {exc}", file=sys.stderr)
+        sys.exit(2)
     if args.csv or not figs:
         try:
             df = collect(args.dirs)

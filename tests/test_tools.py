@@ -1,4 +1,4 @@
-"""cais-diff, the atomic result writer and scripts/collect_points.py."""
+"""cais-diff, cais-report's input checks, the atomic result writer and scripts/collect_points.py."""
 from __future__ import annotations
 
 import pandas as pd
@@ -49,3 +49,24 @@ def test_collect_points_concatenates_every_column_in_point_order(tmp_path):
     df = pd.read_csv(out)
     assert list(df["point"]) == [2, 10] and list(df["scheme"]) == ["tp_nvls", "cais"]
     assert df["merge_hits"].isna().tolist() == [True, False]  # a column one point lacks is left empty
+
+
+@pytest.mark.parametrize("text,why", [
+    ("{bad", "not a figure record (Expecting property name"),
+    ("[1, 2]", "not a figure record (a JSON object is expected)"),
+    ('{"name": "fig11", "title": "t", "png": "fig11.png", "failed": []}', "('points' missing or not a int)"),
+    ('{"name": "fig11", "title": "t", "png": "fig11.png", "points": 3, "failed": "none"}',
+     "('failed' missing or not a list)"),
+])
+def test_report_names_a_figure_record_it_cannot_read(tmp_path, capsys, text, why):
+    from harness.report import main as report_main
+
+    record = tmp_path / "fig11" / "figure.json"
+    record.parent.mkdir()
+    record.write_text(text)
+    with pytest.raises(SystemExit) as done:
+        report_main([str(tmp_path)])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"cais-report: error: {record}: ") and why in err[0], err
+    assert not (tmp_path / "report.md").exists()
