@@ -150,6 +150,7 @@ class _InstantChannel:
     """Engines that answer at once, in process: what is left is the harness's own Python."""
 
     liveness_poll_s = 0.001
+    direct_batches = False  # no packets cross it: the Coordinator sends every Advance itself
 
     def __init__(self, reply: bytes, windows: int, engines: int):
         self.reply, self.queue, self.left = reply, [], windows * engines
@@ -219,6 +220,19 @@ def _load() -> dict:
     return dict(zip(("1min", "5min", "15min"), (round(x, 2) for x in os.getloadavg())))
 
 
+def _count(least: int):
+    """An argparse type: an integer >= least."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {least}, got {text!r}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     from harness.cosim import DEFAULT_SPIN_US, TRANSPORTS
 
@@ -229,20 +243,20 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--transport", default="ipc,shm", help=f"comma-separated, of: {', '.join(TRANSPORTS)}")
         p.add_argument("--spin-us", default=str(DEFAULT_SPIN_US),
                        help="shm: spin bound(s) in microseconds, comma-separated")
-        p.add_argument("--repeat", type=int, default=3)
+        p.add_argument("--repeat", type=_count(1), default=3)
 
     h = sub.add_parser("harness", help="harness cost per lock-step window with 3 engine processes")
-    h.add_argument("--requests", type=int, default=2000, help="requests per GPU")
+    h.add_argument("--requests", type=_count(1), default=2000, help="requests per GPU")
     h.add_argument("--gap-ns", type=float, default=2000.0, help="gap between two requests of one GPU")
-    h.add_argument("--outstanding", type=int, default=4, help="requests in flight per GPU (more: busier windows)")
-    h.add_argument("--floor-windows", type=int, default=3000, help="0: no protocol floor beside each run")
+    h.add_argument("--outstanding", type=_count(1), default=4, help="requests in flight per GPU (more: busier windows)")
+    h.add_argument("--floor-windows", type=_count(0), default=3000, help="0: no protocol floor beside each run")
     transport_args(h)
     f = sub.add_parser("floor", help="protocol floor: round trips to engines that host nothing")
-    f.add_argument("--windows", type=int, default=3000)
+    f.add_argument("--windows", type=_count(1), default=3000)
     transport_args(f)
     sub.add_parser("os-floor", help="pipe ping-pong between two processes (two cores, then one)")
     lp = sub.add_parser("loop", help="the lock-step loop's own Python cost (engines that answer instantly)")
-    lp.add_argument("--windows", type=int, default=20000)
+    lp.add_argument("--windows", type=_count(1), default=20000)
     bench_layer.add_parser(sub)
     args = ap.parse_args(argv)
     out: dict = {"load_average_before": _load()}
@@ -261,7 +275,10 @@ def main(argv: list[str] | None = None) -> None:
         bad = [t for t in transports if t not in TRANSPORTS]
         if bad:
             ap.error(f"--transport: {', '.join(bad)} not one of {', '.join(TRANSPORTS)}")
-        spins = [int(x) for x in args.spin_us.split(",") if x]
+        try:
+            spins = [_count(0)(x) for x in args.spin_us.split(",") if x]
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"--spin-us: {exc}")
         if args.what == "harness":
             out.update(bench_harness(args.requests, args.gap_ns, args.outstanding, args.repeat, transports, spins,
                                      args.floor_windows))

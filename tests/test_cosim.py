@@ -342,6 +342,29 @@ def test_bench_floor_reports_each_transport(engines):
     assert all(out[k]["us_per_window"]["median"] > 0 for k in ("ipc", "shm spin=0us", "shm spin=1000us"))
 
 
+def test_bench_loop_times_the_lock_step_loop_alone():
+    """cais-bench loop drives the Coordinator against in-process engines that answer at once."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "harness.bench", "loop", "--windows", "300"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["windows"] == 300 and out["engine_processes"] == 3 and out["python_us_per_window"] > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["loop", "--windows", "0"], "argument --windows: must be an integer >= 1, got '0'"),
+    (["floor", "--repeat", "-1"], "argument --repeat: must be an integer >= 1, got '-1'"),
+    (["floor", "--spin-us", "fast"], "--spin-us: must be an integer >= 0, got 'fast'"),
+    (["harness", "--outstanding", "0"], "argument --outstanding: must be an integer >= 1, got '0'"),
+])
+def test_bench_refuses_counts_it_cannot_use(args, message):
+    proc = subprocess.run([sys.executable, "-m", "harness.bench", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_processes_each_host_a_share_of_the_gpus_and_of_the_switches():
     from harness import topology
     from harness.cosim.partition import partition
