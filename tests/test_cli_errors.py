@@ -106,6 +106,22 @@ def test_a_joblib_sweep_of_no_workers_is_refused_before_it_starts(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("launcher,module", [("ray", "hydra_plugins.hydra_ray_launcher"),
+                                             ("slurm", "hydra_plugins.hydra_submitit_launcher")])
+def test_a_cluster_launcher_whose_plugin_is_missing_is_one_line(tmp_path, launcher, module):
+    import importlib.util
+
+    try:
+        installed = importlib.util.find_spec(module) is not None
+    except ImportError:
+        installed = False
+    if installed:
+        pytest.skip(f"{module} is installed here")
+    proc = run_cli("-m", "seed=1,2", f"hydra/launcher={launcher}", f"out_dir={tmp_path}", check=False, timeout=60)
+    one_error_line(proc, f"hydra/launcher: its Hydra plugin ({module}.", "pip install '.[cluster]'")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_paper_of_no_figures_is_refused(tmp_path):
     proc = run_cli("experiment=paper", "paper.figures=[]", f"out_dir={tmp_path}", check=False, timeout=60)
     one_error_line(proc, "paper.figures: is empty; give at least one figure experiment")

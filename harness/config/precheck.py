@@ -7,6 +7,7 @@ CLI composes the config once per point up front (every point of a ``-m`` sweep) 
 """
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import re
@@ -103,6 +104,15 @@ def check_launcher(overrides: list[str]) -> None:
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         launcher = compose(config_name="config", overrides=overrides, return_hydra_config=True).hydra.launcher
+    module = str(launcher.get("_target_", "")).rpartition(".")[0]
+    if module:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # a missing parent package
+            found = False
+        if not found:  # the cluster launchers are optional: pyproject.toml's `cluster` extra
+            raise ConfigError("hydra/launcher", f"its Hydra plugin ({module}) is not installed; allowed: "
+                                                "basic, joblib, or .venv/bin/pip install '.[cluster]' for slurm and ray")
     n_jobs = launcher.get("n_jobs")
     if n_jobs is not None and int(n_jobs) == 0:
         raise ConfigError("hydra.launcher.n_jobs", "0 runs nothing in joblib; allowed: a count of points at once, "
