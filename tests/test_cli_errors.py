@@ -87,6 +87,16 @@ def test_bad_kernel_rows_are_named(tmp_path):
                            check=False, timeout=60), f"{rows} line 2 (name g): N '1k'")
 
 
+@pytest.mark.parametrize("experiment", ["validate_kernels", "validate_collectives", "validate_concurrent",
+                                        "validate_overlap"])
+def test_an_input_that_is_no_file_is_named(tmp_path, experiment):
+    one_error_line(run_cli(f"experiment={experiment}", f"validate.input={tmp_path}", f"out_dir={tmp_path / 'o'}",
+                           check=False, timeout=60), f"validate.input: {tmp_path} is not a file; allowed: a CSV file")
+    one_error_line(run_cli(f"experiment={experiment}", f"validate.input={tmp_path / 'no.csv'}",
+                           f"out_dir={tmp_path / 'o'}", check=False, timeout=60),
+                   f"validate.input: {tmp_path / 'no.csv'} not found; allowed: a CSV file")
+
+
 def test_unbindable_tcp_host(engines, tmp_path):
     one_error_line(run_cli(*TINY_TRAFFIC, "cosim.transport=tcp", "cosim.tcp_host=192.0.2.1", f"out_dir={tmp_path}",
                            check=False, timeout=60), "cosim.tcp_host: cannot bind '192.0.2.1'")

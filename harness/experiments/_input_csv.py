@@ -25,7 +25,7 @@ def resolve(value, default: Path) -> Path:
     if not path.is_absolute() and not path.is_file() and (REPO_ROOT / path).is_file():
         path = REPO_ROOT / path
     if not path.is_file():
-        raise ConfigError(KEY, f"{path} not found")
+        raise ConfigError(KEY, f"{path} {'is not a file' if path.exists() else 'not found'}; allowed: a CSV file")
     return path
 
 

@@ -50,9 +50,7 @@ STAMP_LAUNCH_US = 2.0
 
 def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
     """The rows of the input CSV, checked: a bad file or row is one line naming it."""
-    p = Path(path) if path else DEFAULT_INPUT
-    if not p.is_file():
-        raise ConfigError("validate.input", f"{p} not found")
+    p = _input_csv.resolve(path, DEFAULT_INPUT)
     _input_csv.check_fields(p, "validate.input")
     try:
         df = pd.read_csv(p)
