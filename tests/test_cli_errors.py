@@ -204,6 +204,20 @@ def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, overri
 
 
 @pytest.mark.parametrize("args,expected", [
+    (["compare.schemes=[cais]"], "compare.schemes: experiment simulate does not read compare; remove it"),
+    (["model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", "scheme=tp_nvls", "net.cais_merge.table_entries=10"],
+     "net.cais_merge.table_entries: experiment simulate does not read net.cais_merge with net.features='nvls' "
+     "(scheme tp_nvls's), which leaves that feature off"),
+    (["workload=collective", "collective.algo=ring", "net.nvls.member_acks=true"],
+     "experiment simulate does not read net.nvls with net.features='', which leaves that feature off"),
+])
+def test_one_simulation_refuses_other_experiments_keys_and_features_its_switches_leave_off(tmp_path, args, expected):
+    proc = run_cli(*args, f"out_dir={tmp_path}", check=False, timeout=60)
+    one_error_line(proc, expected)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args,expected", [
     # an LLM layer runs on the Hopper engine: no GPU model's section, no system.gpu_model
     (("workload=sublayer_l1", "scheme=tp_nvls", "traffic.requests_per_gpu=3"),
      "traffic.requests_per_gpu: experiment simulate does not read traffic with workload=sublayer_l1"),

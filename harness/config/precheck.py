@@ -138,13 +138,15 @@ def check_read(overrides: list[str], task: str, cfg=None) -> None:
     without it."""
     from harness import experiments
 
-    ignored, case = experiments.ignored_keys(task, cfg)
+    groups = experiments.ignored_keys(task, cfg)
     for o in overrides:
         key = o.partition("=")[0].lstrip("+~")
-        hit = next((k for k in ignored if key == k or key.startswith(k + ".")), None)
-        if hit is not None:
-            what = "it" if hit == key else hit
-            raise ConfigError(key, f"experiment {task} does not read {what}{' ' + case if case else ''}; remove it")
+        for ignored, case in groups:
+            hit = next((k for k in ignored if key == k or key.startswith(k + ".")), None)
+            if hit is not None:
+                what = "it" if hit == key else hit
+                raise ConfigError(key, f"experiment {task} does not read {what}{' ' + case if case else ''}; "
+                                       "remove it")
 
 
 def precheck(argv: list[str]) -> None:

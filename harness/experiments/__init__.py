@@ -34,15 +34,16 @@ def get(name: str) -> Runner:
     return _module(name).run
 
 
-def ignored_keys(name: str, cfg=None) -> tuple[tuple[str, ...], str]:
-    """Keys (or sections) experiment `name` never reads in the run `cfg`, and in what case (''
-    when never): its module's ignored_keys(cfg) -> (keys, case) where it has one, else its
-    IGNORED_KEYS."""
+def ignored_keys(name: str, cfg=None) -> list[tuple[tuple[str, ...], str]]:
+    """Groups of keys (or sections) experiment `name` never reads in the run `cfg`, each with the
+    case in which it does not ('' when never): its module's ignored_keys(cfg) -> (keys, case), or
+    a list of such groups, where it has one, else its IGNORED_KEYS."""
     m = _module(name)
     if cfg is not None and hasattr(m, "ignored_keys"):
-        keys, case = m.ignored_keys(cfg)
-        return tuple(keys), case
-    return tuple(getattr(m, "IGNORED_KEYS", ())), ""
+        groups = m.ignored_keys(cfg)
+        groups = [groups] if isinstance(groups, tuple) else groups
+        return [(tuple(keys), case) for keys, case in groups]
+    return [(tuple(getattr(m, "IGNORED_KEYS", ())), "")]
 
 
 def display_columns(name: str) -> list[str] | None:

@@ -14,6 +14,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.params.features import disabled_sections
 from harness.results import write_csv_atomic
 from harness.system import run_system
 
@@ -23,12 +24,25 @@ MAX_PACKET_BYTES = 128
 
 # The parameter sections of the GPU models a run does not use: each GPU model reads its own.
 GPU_MODEL_SECTIONS = ("traffic", "collective", "synthetic")
+# Other experiments' sections: one simulation reads none of them.
+OTHER_EXPERIMENTS = (("compare", "validate", "drift", "figure", "paper"), "")
 
 
-def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
-    """What this run never reads, and why. An LLM layer runs on the Hopper engine whatever
-    system.gpu_model says, so it reads no GPU model's section; a traffic run reads no model,
-    phase, CAIS coordination or Hopper parameters (gpu.*), and only its own GPU model's section."""
+def ignored_keys(cfg: DictConfig) -> list[tuple[tuple[str, ...], str]]:
+    """What this run never reads, and why: the other experiments' sections, the switch features
+    net.features (a scheme's own, for a layer) leaves off, and by workload the sections of
+    _workload_ignored_keys."""
+    features = str(cfg.net.features or "")
+    scheme = f" (scheme {cfg.scheme.name}'s)" if cfg.workload not in ("traffic", "collective") else ""
+    return [OTHER_EXPERIMENTS,
+            (disabled_sections(features), f"with net.features='{features}'{scheme}, which leaves that feature off"),
+            _workload_ignored_keys(cfg)]
+
+
+def _workload_ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:
+    """An LLM layer runs on the Hopper engine whatever system.gpu_model says, so it reads no GPU
+    model's section; a traffic run reads no model, phase, CAIS coordination or Hopper parameters
+    (gpu.*), and only its own GPU model's section."""
     if cfg.workload == "collective":
         from harness import collective_run
         return ("traffic", "synthetic", "system.gpu_model", "model", "phase", "coordination") + \

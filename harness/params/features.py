@@ -2,12 +2,21 @@
 
 A feature runs in a switch only when its name is listed in ``net.features`` (comma-separated,
 e.g. ``"nvls,group_sync,cais_merge"``); the keys of a feature that is not enabled are sent but
-ignored. The packet conventions the features rely on are documented in the headers
+ignored, so one simulation refuses them on its command line (harness/experiments/simulate.py). The packet conventions the features rely on are documented in the headers
 external/net/include/cais/net/feature_*.h.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The features' parameter sections, net.<name>: each is read only where net.features lists it.
+FEATURES = ("nvls", "cais_merge", "group_sync")
+
+
+def disabled_sections(features: str) -> tuple[str, ...]:
+    """net.<feature> of every feature `features` (net.features) does not enable."""
+    enabled = {f.strip() for f in str(features or "").split(",")}
+    return tuple(f"net.{f}" for f in FEATURES if f not in enabled)
 
 
 @dataclass
