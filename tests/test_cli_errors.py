@@ -148,6 +148,21 @@ def test_a_failed_sweep_point_does_not_stop_the_sweep(engines, tmp_path):
     assert (tmp_path / "1" / "results.csv").exists()  # the point after the failed one ran
 
 
+def test_a_file_where_a_point_or_figure_folder_goes_is_named(engines, tmp_path):
+    (tmp_path / "fig11").mkdir()
+    (tmp_path / "fig11" / "0").write_text("")  # point 0's folder
+    proc = run_cli("experiment=fig11", "model=tiny", "phase=inference", "scheme=tp_nvls,cais",
+                   f"out_dir={tmp_path / 'fig11'}", check=False, timeout=300)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert f"failed #0 (model=tiny phase=inference scheme=tp_nvls): out_dir: {tmp_path / 'fig11' / '0'} is a file" \
+        in proc.stderr
+    assert (tmp_path / "fig11" / "1" / "results.csv").is_file()  # the other point ran
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "fig2").write_text("")  # the paper's first figure's folder
+    one_error_line(run_cli("experiment=paper", "paper=tiny", f"out_dir={tmp_path / 'paper'}", check=False, timeout=60),
+                   f"out_dir: {tmp_path / 'paper' / 'fig2'} is a file")
+
+
 def test_a_figure_none_of_whose_points_finished_exits_1_without_a_traceback(engines, tmp_path):
     # every point is refused at its start: the summary names each, the figure has no rows
     proc = run_cli("experiment=fig18", "collective.bytes=-5", f"out_dir={tmp_path}", check=False, timeout=120)

@@ -40,8 +40,11 @@ def _run_point(cfg: DictConfig, out_dir: Path, label: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a failed point is recorded; the sweep goes on
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not (single_run.read_status(out_dir) or {}).get("status") == "failed":  # failed before it ran
-            out_dir.mkdir(parents=True, exist_ok=True)
-            single_run.write_status(out_dir, "failed", started, message=message, label=label)
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                single_run.write_status(out_dir, "failed", started, message=message, label=label)
+            except OSError:
+                pass  # no folder to record it in (a file is there): the summary takes the message
         return message
 
 
@@ -71,7 +74,7 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
     reporter = progress.current()
     dirs = [Path(out_dir) / str(i) for i in range(len(points))]
     labels = [" ".join(point) for point in points]
-    errors: dict[int, str] = {}  # points that did not compose
+    errors: dict[int, str] = {}  # points that did not compose, then those that failed
     configs = []
     for i, point in enumerate(points):  # composed here: workers need no Hydra state of their own
         try:
@@ -80,8 +83,11 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
         except Exception as exc:  # noqa: BLE001 - a point that cannot compose fails alone
             configs.append(None)
             errors[i] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            dirs[i].mkdir(parents=True, exist_ok=True)
-            single_run.write_status(dirs[i], "failed", time.time(), message=errors[i], label=labels[i])
+            try:
+                dirs[i].mkdir(parents=True, exist_ok=True)
+                single_run.write_status(dirs[i], "failed", time.time(), message=errors[i], label=labels[i])
+            except OSError:
+                pass  # no folder to record it in: the summary takes errors[i]
     todo = [i for i in range(len(points)) if configs[i] is not None]
     workers = _workers(jobs, len(todo))
     if reporter:
@@ -97,10 +103,12 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
         print(f"cais-sim: error: {name} point #{i} ({labels[i]}): {errors[i]}", file=sys.stderr)
     for done, (i, message) in enumerate(outcomes, start=len(points) - len(todo) + 1):
         if message:
+            errors[i] = message
             print(f"cais-sim: error: {name} point #{i} ({labels[i]}): {message}", file=sys.stderr)
         if reporter:
             reporter.work(done, len(points), "runs")
-    statuses = [(f"#{i} ({labels[i]})", single_run.read_status(d)) for i, d in enumerate(dirs)]
+    statuses = [(f"#{i} ({labels[i]})", single_run.read_status(d) or
+                 ({"status": "failed", "message": errors[i]} if i in errors else None)) for i, d in enumerate(dirs)]
     if sweep.summarize(statuses) != sweep.EXIT_OK:
         sweep.last_exit = sweep.EXIT_FAILED
     return figures.finish(name, dirs, Path(out_dir))

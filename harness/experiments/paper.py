@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.precheck import check_out_dir
 from harness.errors import ConfigError
 from harness.experiments.figure import point_overrides, run_figure
 from harness.results import write_text_atomic
@@ -34,7 +35,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
             raise ConfigError(f"paper.figures ({name})", str(exc).strip().splitlines()[0]) from None
         params = OmegaConf.to_container(fcfg.hydra.sweeper.params) if fcfg.hydra.sweeper.get("params") else {}
         fig_dir = Path(out_dir) / name
-        fig_dir.mkdir(parents=True, exist_ok=True)
+        check_out_dir(fig_dir)
         plain = OmegaConf.masked_copy(fcfg, [k for k in fcfg.keys() if k != "hydra"])
         write_text_atomic(fig_dir / "config.yaml", OmegaConf.to_yaml(plain, resolve=False))
         start = time.perf_counter()
