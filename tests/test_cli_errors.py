@@ -108,6 +108,13 @@ def test_unknown_key_in_a_sweep(tmp_path):
     assert not list(tmp_path.iterdir())  # no point ran
 
 
+@pytest.mark.parametrize("args", [["+foo=1"], ["++foo=1"], ["++gpu.no_such=2"], ["-m", "+foo=1,2"]])
+def test_a_key_hydra_would_append_is_as_unknown_as_a_misspelt_one(tmp_path, args):
+    key = args[-1].lstrip("+").partition("=")[0]
+    one_error_line(run_cli(*args, f"out_dir={tmp_path}", check=False, timeout=60), f"{key}: unknown config key")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_joblib_sweep_of_no_workers_is_refused_before_it_starts(tmp_path):
     # joblib raises inside Hydra's launcher (a traceback) once the points are handed to it
     proc = run_cli("-m", "seed=1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0", f"out_dir={tmp_path}",

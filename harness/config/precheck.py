@@ -97,6 +97,24 @@ def compose_one(overrides: list[str]):
     return compose_all([overrides])[0]
 
 
+def check_appended(overrides: list[str]) -> None:
+    """Hydra's +key=value (and ++) adds a key the config does not have; no run reads one, so it is
+    as unknown as a misspelt key (config groups, key/name=..., are Hydra's own business)."""
+    added = [o for o in overrides if o.startswith("+") and "/" not in o.partition("=")[0]]
+    if not added:
+        return
+    from omegaconf import OmegaConf
+
+    base = compose_one([o for o in overrides if o not in added])
+    for o in added:
+        key = o.partition("=")[0].lstrip("+")
+        if OmegaConf.select(base, key, default=_ABSENT) is _ABSENT:
+            raise ConfigError(key, "unknown config key (see `cais-sim describe` for every key)")
+
+
+_ABSENT = object()
+
+
 def check_launcher(overrides: list[str]) -> None:
     """What the sweep's launcher would only find out once the points are handed to it (a
     traceback from inside Hydra)."""
@@ -163,6 +181,7 @@ def precheck(argv: list[str]) -> None:
     else:
         points = [overrides]
     cfgs = compose_all(points)
+    check_appended(points[0])
     if any(a in MULTIRUN for a in argv):
         check_launcher(points[0])
     from harness.cosim.progress import parse_mode
