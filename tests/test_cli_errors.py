@@ -186,6 +186,7 @@ def test_a_figure_none_of_whose_points_finished_exits_1_without_a_traceback(engi
     ("system.gpus=1", "system.gpus: must be >= 2"),
     ("system.gpu_model=hopper", "system.gpu_model: hopper runs tile-ISA kernels"),
     ("seed=-1", "seed: must be 0 to 18446744073709551615, got -1"),
+    ("cosim.max_sim_time_us=0", "cosim.max_sim_time_us: must be > 0, got 0.0"),
     ("seed=18446744073709551616", "seed: must be 0 to 18446744073709551615, got 18446744073709551616"),
 ])
 def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):

@@ -136,6 +136,8 @@ def simulate(topology, params: dict[str, Any], *, seed: int = 0, workload: bytes
              launcher: str = "local", connect_timeout_s: float = 30.0, reply_timeout_s: float = 5.0,
              max_sim_time_us: float = 1.0e7, fault: str = "", watch: list[str] | None = None,
              shm_spin_us: int = DEFAULT_SPIN_US) -> SimResult:
+    if not max_sim_time_us > 0:  # the run would stop before its first event
+        raise ConfigError("cosim.max_sim_time_us", f"must be > 0, got {max_sim_time_us}")
     part: Partition = partition(topology, gpus_per_process, switches_per_process, colocate, processes)
     faults = _parse_faults(fault, (e.name for e in part.engines))
     wall0 = time.perf_counter()
