@@ -226,6 +226,12 @@ def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, overri
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("experiment", ["validate_kernels", "validate_concurrent"])
+def test_a_validation_refuses_a_negative_clock(tmp_path, experiment):
+    one_error_line(run_cli(f"experiment={experiment}", "gpu.clock_mhz=-5", f"out_dir={tmp_path}", check=False,
+                           timeout=120), "gpu.clock_mhz: must be 0 (the power model's clock) or a clock > 0 MHz")
+
+
 @pytest.mark.parametrize("args,expected", [
     (["compare.schemes=[cais]"], "compare.schemes: experiment simulate does not read compare; remove it"),
     (["model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", "scheme=tp_nvls", "net.cais_merge.table_entries=10"],

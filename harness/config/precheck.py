@@ -97,6 +97,9 @@ def compose_one(overrides: list[str]):
     return compose_all([overrides])[0]
 
 
+_ABSENT = object()  # OmegaConf.select's answer for a key the config does not have
+
+
 def check_appended(overrides: list[str]) -> None:
     """Hydra's +key=value (and ++) adds a key the config does not have; no run reads one, so it is
     as unknown as a misspelt key (config groups, key/name=..., are Hydra's own business)."""
@@ -110,9 +113,6 @@ def check_appended(overrides: list[str]) -> None:
         key = o.partition("=")[0].lstrip("+")
         if OmegaConf.select(base, key, default=_ABSENT) is _ABSENT:
             raise ConfigError(key, "unknown config key (see `cais-sim describe` for every key)")
-
-
-_ABSENT = object()
 
 
 def check_launcher(overrides: list[str]) -> None:

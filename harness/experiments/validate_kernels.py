@@ -85,7 +85,8 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         ov = dict(base)
         ov["gpu.num_sms"] = int(row["num_sms"])
         ov = standalone.gpu_params(ov)
-        if float(ov["gpu.clock_mhz"]) <= 0:  # power-aware: H100s throttle under the power cap
+        power.check_clocks(ov)
+        if float(ov["gpu.clock_mhz"]) == 0:  # power-aware: H100s throttle under the power cap
             ov["gpu.clock_mhz"] = power.settled_clock_mhz(int(row["num_sms"]), LOAD[str(row["kind"])], ov)
         slots = measured_cluster_slots(int(row["num_sms"]))
         if slots is not None:

@@ -76,13 +76,13 @@ def resolve_clock(flat: dict[str, Any], kind: str = "tensor") -> dict[str, Any]:
     """flat params for the engine: gpu.clock_mhz = 0 (power-aware) replaced by the settled clock of
     all gpu.num_sms SMs running `kind` kernels (a layer's GEMMs set its power; power management
     settles over milliseconds, longer than a layer), a fixed clock kept; the model's keys removed."""
-    _check_clocks(flat)
+    check_clocks(flat)
     if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) == 0:
         flat["gpu.clock_mhz"] = settled_clock_mhz(int(flat["gpu.num_sms"]), kind, flat)
     return _drop_model_keys(flat)
 
 
-def _check_clocks(flat: dict[str, Any]) -> None:
+def check_clocks(flat: dict[str, Any]) -> None:
     """0 asks for the power model's clock; a negative clock is no clock (it read as 0)."""
     for key, meaning in (("gpu.clock_mhz", "0 (the power model's clock)"),
                          ("gpu.clock_mhz_without_mma", "0 (gpu.clock_mhz's)")):
@@ -104,7 +104,7 @@ def resolve_burst_clocks(flat: dict[str, Any]) -> dict[str, Any]:
     clock (the maximum: a memory-bound kernel's power is far below either limit); a fixed clock
     kept, and with it a clock_mhz_without_mma of 0 (the engine's "the same clock"). The model's
     keys removed."""
-    _check_clocks(flat)
+    check_clocks(flat)
     if "gpu.clock_mhz" in flat and float(flat["gpu.clock_mhz"]) == 0:
         sms = int(flat["gpu.num_sms"])
         flat["gpu.clock_mhz"] = burst_clock_mhz(sms, "tensor", flat)
