@@ -8,8 +8,9 @@ experiments (their points, harness/experiments/figure.py) all call :func:`execut
 - otherwise the experiment runs, results.csv is written atomically (wall-clock columns go to
   timing.csv), the resolved config beside it, and the folder is stored in the cache;
 - ``status.json`` records the outcome either way (ok | failed | cached, the error message, start
-  and end wall time, pid, and ``cache_error`` when the run cache could not keep it), which is what a sweep's summary, the figure step and the tests read:
-  with a parallel launcher the points run in other processes, so files are the only record.
+  and end wall time, pid, and ``cache_error`` when the run cache could not keep it), which is
+  what a sweep's summary, the figure step and the tests read: with a parallel launcher the
+  points run in other processes, so files are the only record.
 """
 from __future__ import annotations
 

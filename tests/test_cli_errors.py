@@ -234,7 +234,8 @@ def test_a_validation_refuses_a_negative_clock(tmp_path, experiment):
 
 @pytest.mark.parametrize("args,expected", [
     (["compare.schemes=[cais]"], "compare.schemes: experiment simulate does not read compare; remove it"),
-    (["model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", "scheme=tp_nvls", "net.cais_merge.table_entries=10"],
+    (["model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", "scheme=tp_nvls",
+      "net.cais_merge.table_entries=10"],
      "net.cais_merge.table_entries: experiment simulate does not read net.cais_merge with net.features='nvls' "
      "(scheme tp_nvls's), which leaves that feature off"),
     (["workload=collective", "collective.algo=ring", "net.nvls.member_acks=true"],

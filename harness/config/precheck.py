@@ -129,8 +129,8 @@ def check_launcher(overrides: list[str]) -> None:
         except ImportError:  # a missing parent package
             found = False
         if not found:  # the cluster launchers are optional: pyproject.toml's `cluster` extra
-            raise ConfigError("hydra/launcher", f"its Hydra plugin ({module}) is not installed; allowed: "
-                                                "basic, joblib, or .venv/bin/pip install '.[cluster]' for slurm and ray")
+            raise ConfigError("hydra/launcher", f"its Hydra plugin ({module}) is not installed; allowed: basic, "
+                                                "joblib, or .venv/bin/pip install '.[cluster]' for slurm and ray")
     n_jobs = launcher.get("n_jobs")
     if n_jobs is not None and int(n_jobs) == 0:
         raise ConfigError("hydra.launcher.n_jobs", "0 runs nothing in joblib; allowed: a count of points at once, "

@@ -40,12 +40,17 @@ def _run_point(cfg: DictConfig, out_dir: Path, label: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a failed point is recorded; the sweep goes on
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not (single_run.read_status(out_dir) or {}).get("status") == "failed":  # failed before it ran
-            try:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                single_run.write_status(out_dir, "failed", started, message=message, label=label)
-            except OSError:
-                pass  # no folder to record it in (a file is there): the summary takes the message
+            _record_failure(out_dir, started, message, label)
         return message
+
+
+def _record_failure(out_dir: Path, started: float, message: str, label: str) -> None:
+    """status.json of a point that failed before its run could write one."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # no folder to record it in (a file is there): the sweep's summary takes the message
+    single_run.write_status(out_dir, "failed", started, message=message, label=label)
 
 
 def _run_indexed(i: int, cfg: DictConfig, out_dir: Path, label: str) -> tuple[int, str]:
@@ -83,11 +88,7 @@ def run_figure(name: str, experiment: str, point_task: str, params: dict, overri
         except Exception as exc:  # noqa: BLE001 - a point that cannot compose fails alone
             configs.append(None)
             errors[i] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            try:
-                dirs[i].mkdir(parents=True, exist_ok=True)
-                single_run.write_status(dirs[i], "failed", time.time(), message=errors[i], label=labels[i])
-            except OSError:
-                pass  # no folder to record it in: the summary takes errors[i]
+            _record_failure(dirs[i], time.time(), errors[i], labels[i])
     todo = [i for i in range(len(points)) if configs[i] is not None]
     workers = _workers(jobs, len(todo))
     if reporter:

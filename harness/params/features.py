@@ -2,7 +2,8 @@
 
 A feature runs in a switch only when its name is listed in ``net.features`` (comma-separated,
 e.g. ``"nvls,group_sync,cais_merge"``); the keys of a feature that is not enabled are sent but
-ignored, so one simulation refuses them on its command line (harness/experiments/simulate.py). The packet conventions the features rely on are documented in the headers
+ignored, so one simulation refuses them on its command line (harness/experiments/simulate.py).
+The packet conventions the features rely on are documented in the headers
 external/net/include/cais/net/feature_*.h.
 """
 from __future__ import annotations
