@@ -286,3 +286,20 @@ def test_validate_collectives_honours_gpus_per_process(monkeypatch):
         vc.simulate_row(compose("experiment=validate_collectives", "cosim.gpus_per_process=1"), row)
     assert seen["gpus_per_process"] == 1
 
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--cfg", "job", "experiment=foo"], "experiment/foo: no such config; available: ci_fast"),
+    (["--cfg=job", "model=foo"], "model/foo: no such config"),
+    (["--resolve", "--cfg", "job", "gpu.sms=3"], "gpu.sms: unknown config key"),
+    (["--info", "defaults", "seed=abc"], "seed: Value 'abc'"),
+    (["-m", "--cfg", "job", "seed=1,2", "model=x"], "model/x: no such config"),
+])
+def test_showing_the_config_of_a_bad_command_line_is_one_line(args, expected):
+    one_error_line(run_cli(*args, timeout=60, check=False), expected)
+
+
+def test_showing_a_package_of_the_config_still_works():
+    proc = run_cli("--cfg", "job", "-p", "cosim", "cosim.processes=3", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "# @package cosim" in proc.stdout and "processes: 3" in proc.stdout

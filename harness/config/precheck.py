@@ -18,6 +18,11 @@ from harness.errors import ConfigError
 
 # Hydra flags after which the command line is not a run (Hydra prints something and exits).
 NOT_A_RUN = ("--hydra-help", "--info", "--cfg", "-c", "--resolve", "--package", "-p", "--shell-completion", "-sc")
+# Those of them that compose the command line's config and show it: a bad override must still be
+# one line. The flags that take a value (Hydra's argparse), and --info's optional one.
+SHOWS_CONFIG = ("--info", "--cfg", "-c", "--resolve")
+FLAG_VALUE = ("--cfg", "-c", "--package", "-p")
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 MULTIRUN = ("-m", "--multirun")
 # Composing is cheap (~20 ms), but a sweep of thousands of points is checked by its first points only.
 MAX_POINTS_CHECKED = 256
@@ -167,10 +172,34 @@ def check_read(overrides: list[str], task: str, cfg=None) -> None:
                                        "remove it")
 
 
+def check_shown(argv: list[str]) -> None:
+    """`--cfg job model=foo` composes like a run: its overrides fail as one line, not as Hydra's
+    multi-line message (the flags and their values are left out)."""
+    overrides, skip = [], False
+    for prev, a in zip([""] + argv, argv):
+        if skip or (prev == "--info" and a in INFO_TOPICS):
+            skip = False
+            continue
+        if a in FLAG_VALUE:
+            skip = True
+        elif not a.startswith("-"):
+            overrides.append(a)
+    if any(a in MULTIRUN for a in argv):
+        try:
+            points = sweep_points(overrides)
+        except Exception as exc:
+            raise ConfigError("", one_line(exc)) from None
+    else:
+        points = [overrides]
+    compose_all(points)
+
+
 def precheck(argv: list[str]) -> None:
     """Compose every point of the command line and check its out_dir; ConfigError on the first
     problem (the CLI prints it as one line)."""
     if any(a in NOT_A_RUN or a.startswith("--cfg") for a in argv):
+        if any(a in SHOWS_CONFIG or a.startswith("--cfg=") for a in argv) and "--hydra-help" not in argv:
+            check_shown(argv)
         return
     overrides = [a for a in argv if not a.startswith("-")]
     if any(a in MULTIRUN for a in argv):
