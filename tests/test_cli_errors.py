@@ -188,6 +188,9 @@ def test_a_figure_none_of_whose_points_finished_exits_1_without_a_traceback(engi
     ("seed=-1", "seed: must be 0 to 18446744073709551615, got -1"),
     ("cosim.max_sim_time_us=0", "cosim.max_sim_time_us: must be > 0, got 0.0"),
     ("seed=18446744073709551616", "seed: must be 0 to 18446744073709551615, got 18446744073709551616"),
+    # a packet larger than a VC never gets its credits: it was a deadlock at run time
+    ("net.vc_depth_flits=4", "net.vc_depth_flits: is 4 flits but a packet of traffic.request_bytes=128 is 9 flits "
+                             "and must fit one VC; allowed: >= 9"),
 ])
 def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     one_error_line(run_cli(*TINY_TRAFFIC, override, f"out_dir={tmp_path}", check=False, timeout=60), expected)
@@ -303,3 +306,19 @@ def test_showing_a_package_of_the_config_still_works():
     proc = run_cli("--cfg", "job", "-p", "cosim", "cosim.processes=3", timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "# @package cosim" in proc.stdout and "processes: 3" in proc.stdout
+
+
+@pytest.mark.parametrize("args,expected", [
+    # the GEMM beside CoCoNet's resident channels had no SM: a deadlock, or a ZeroDivisionError at 16
+    (["scheme=coconet", "gpu.num_sms=16", "model.num_sms=16"],
+     "scheme.channels: 16 communication CTAs of scheme 'coconet' hold their SMs for the whole GEMM, which needs at "
+     "least one of the 16 (gpu.num_sms); allowed: 1 to 15"),
+    (["scheme=coconet_nvls", "gpu.num_sms=8", "model.num_sms=8"], "scheme.channels: 16 communication CTAs"),
+    (["scheme=cais", "net.vc_depth_flits=8"],
+     "net.vc_depth_flits: is 8 flits but a line of gpu.max_packet_bytes=128 is 9 flits and must fit one VC"),
+])
+def test_a_layer_its_gpus_or_links_cannot_carry_is_refused(engines, tmp_path, args, expected):
+    proc = run_cli("model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", *args, f"out_dir={tmp_path}",
+                   check=False, timeout=120)
+    one_error_line(proc, expected)
+    assert not (tmp_path / "results.csv").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from harness.errors import ConfigError
 from harness.gpu.isa_text import isa
 from harness.kernels.builder import affine
 from harness.kernels.gemm import Signal, plan
@@ -23,6 +24,10 @@ from harness.workload.graph import Collective, Gemm
 def lower_chunked(graph, target, params, scheme: str, emit_collective):
     """Lower a TP graph; every (row-parallel GEMM -> AllReduce) pair overlaps chunk by chunk,
     `emit_collective(lw, op, data, chunks, wait, stream) -> launch` emits the chunked AR."""
+    if params.channels >= target.num_sms:  # the GEMM's tiles would never find an SM
+        raise ConfigError("scheme.channels", f"{params.channels} communication CTAs of scheme '{scheme}' hold their "
+                          f"SMs for the whole GEMM, which needs at least one of the {target.num_sms} "
+                          f"(gpu.num_sms); allowed: 1 to {target.num_sms - 1}")
     lw = Lowering(graph, target, scheme)
     comm = lw.b.stream("comm", priority=1)
     pending_after: tuple[int, ...] = ()

@@ -66,6 +66,21 @@ TEST(Params, UnreadKeysUnderOwnedPrefixesAreRejected) {
   EXPECT_NO_THROW(p.reject_unread({"net."}));
 }
 
+TEST(VcLayout, APacketLargerThanAVcIsAConfigErrorNamingTheDepth) {
+  VcLayout v;
+  v.vcs = 8;
+  v.flits = 9;
+  EXPECT_NO_THROW(v.require_fits(9, "a line"));
+  try {
+    v.require_fits(10, "a line of gpu.max_packet_bytes=144");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "net.vc_depth_flits");
+    EXPECT_NE(std::string(e.what()).find("is 9 flits but a line of gpu.max_packet_bytes=144 is 10 flits"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(HandleRing, FifoAndOverflow) {
   HandleRing r;
   r.init(3);

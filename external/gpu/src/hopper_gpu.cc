@@ -155,6 +155,8 @@ std::string HopperGpu::blocked_reason() const {
        << remote_.cap_waiting() << " issue queues stalled on the cap)";
   os << "; blocks waiting: " << sync_.waiting() << " on group sync, " << flags_.waiting() << " on flags, "
      << sched_.dep_waiting() << " on dependencies";
+  const std::string room = sched_.blocked_on_room();
+  if (!room.empty()) os << "; " << room;
   for (const auto& L : sched_.launches())
     if (L.mine && !L.done) {
       os << "; first unfinished launch " << L.index << " " << quote(L.dk->k->name()) << " (" << L.done_blocks << "/" << L.total

@@ -41,6 +41,23 @@ std::uint32_t TbScheduler::tpc_blocks(std::uint32_t s) const {
 // docs/MEASUREMENTS.md), and CTAs released as a busy GPU frees SMs pile onto those SMs
 // (h100_concurrent.csv's stream_sms). So: the SM that fits whose TPC holds the fewest blocks,
 // then the SM holding the fewest, then the lowest index.
+std::string TbScheduler::blocked_on_room() const {
+  for (std::uint32_t li : dispatch_order_) {
+    const LaunchState& L = launches_[li];
+    if (!L.mine || !L.released || L.done || L.continuation || L.next_cta >= L.ctas) continue;
+    const std::uint32_t cta = cta_at(L, L.next_cta);
+    if (L.prelaunch && !L.sync_ok[cta]) continue;
+    const std::uint32_t first = L.dk->k->dynamic_blocks() ? L.next_logical : cta;
+    if (first < L.total && !deps_ready(L, first)) continue;
+    const bool pair = L.cluster_ctas == kSmsPerTpc && L.next_cta + 1 < L.ctas;
+    if ((pair ? pick_tpc(L) : pick_sm(L)) != ~0u) continue;
+    return "launch " + std::to_string(L.index) + " " + quote(L.dk->k->name()) + " cannot place " +
+           std::to_string(L.ctas - L.next_cta) + " of its blocks: no SM of its " + std::to_string(L.sm_count) +
+           " (gpu.num_sms=" + std::to_string(sms_.size()) + ") has room beside the resident blocks, which wait";
+  }
+  return {};
+}
+
 std::uint32_t TbScheduler::pick_sm(const LaunchState& L) const {
   std::uint32_t best = ~0u, best_tpc = 0, best_sm = 0;
   for (std::uint32_t s = L.sm_first; s < L.sm_first + L.sm_count; ++s) {

@@ -166,5 +166,38 @@ TEST(Persistent, WhatTheEngineCannotHonourIsAConfigError) {
   expect_config_error(chained, "more CTAs than that launch");
 }
 
+TEST(Placement, ADeadlockReportNamesTheLaunchThatFindsNoRoom) {
+  // One SM: a waiter (high priority, 200 KB of shared memory) parks on a flag that only the
+  // producer's block sets, and the producer's block needs the same SM. Nothing moves again; the
+  // report says which launch has blocks no SM has room for.
+  isa::Workload wl = empty();
+  auto* waiter = add_kernel(wl, "waiter", 1);
+  waiter->set_smem_bytes(200 * 1024);
+  auto* w = waiter->add_program();
+  w->set_op(isa::FLAG_WAIT);
+  w->mutable_addr()->set_base(65536);
+  w->set_value(1);
+  mma_kernel(wl, "producer", 1);
+  auto* sig = wl.mutable_kernels(1)->add_program();
+  sig->set_op(isa::FLAG_SIGNAL);
+  sig->mutable_addr()->set_base(65536);
+  sig->set_value(1);
+  launch(wl, 0, 0, 1);
+  launch(wl, 1, 1, 0);
+  proto::Configure c = make_config(wl, 1, false);
+  (*c.mutable_params())["gpu.num_sms"].set_i(1);
+  HostedModel h;
+  h.configure(c);
+  h.sim().run_until(kNever);
+  ASSERT_FALSE(h.done());
+  EXPECT_NE(h.blocked_reason().find("launch 1 'producer' cannot place 1 of its blocks: no SM of its 1 "
+                                    "(gpu.num_sms=1) has room"), std::string::npos)
+      << h.blocked_reason();
+  // With two SMs the same launches finish.
+  (*c.mutable_params())["gpu.num_sms"].set_i(2);
+  HostedModel ok;
+  run_config(ok, c);
+}
+
 }  // namespace
 }  // namespace cais::gpu::test

@@ -60,6 +60,9 @@ struct VcLayout {
     const std::uint64_t lanes = std::max<std::uint32_t>(1, link.lanes);
     return static_cast<std::uint32_t>((flits * lanes + unit_lanes - 1) / unit_lanes);
   }
+  // A packet of `packet_flits` waits for that many credits of one VC: one larger than a VC never
+  // leaves (a run that ends in a deadlock). Throws ConfigError (net.vc_depth_flits) naming `what`.
+  void require_fits(std::uint32_t packet_flits, const std::string& what) const;
   static constexpr std::uint32_t kMaxVcs = 63;  // the allocators' 64-bit masks, one bit spare
 };
 

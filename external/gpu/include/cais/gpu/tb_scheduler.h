@@ -143,6 +143,9 @@ class TbScheduler {
   bool all_done() const { return launches_left_ == 0; }
   std::uint32_t launches_left() const { return launches_left_; }
   std::size_t dep_waiting() const;
+  // For a deadlock report: the first released launch whose next block is held back only by
+  // room (no SM of its partition fits it), or "" if none is.
+  std::string blocked_on_room() const;
   std::uint64_t& tbs_done() { return tbs_done_; }
   TimePs finish_ps() const { return finish_ps_; }
 
