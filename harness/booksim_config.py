@@ -72,6 +72,25 @@ SUPPORTED: dict[str, str] = {
     "print_csv_results": "0",
     "watch_out": "",
     "stats_out": "",
+    # The read/write request-reply scheme's keys: BookSim reads them only with use_read_write = 1,
+    # which is not modelled, so any value of their type is accepted.
+    "read_request_begin_vc": "0",
+    "read_request_end_vc": "5",
+    "write_request_begin_vc": "2",
+    "write_request_end_vc": "7",
+    "read_reply_begin_vc": "8",
+    "read_reply_end_vc": "13",
+    "write_reply_begin_vc": "10",
+    "write_reply_end_vc": "15",
+    "read_request_subnet": "0",
+    "read_reply_subnet": "0",
+    "write_request_subnet": "0",
+    "write_reply_subnet": "0",
+    "read_request_size": "1",
+    "write_request_size": "1",
+    "read_reply_size": "1",
+    "write_reply_size": "1",
+    "write_fraction": "0.5",
     "sw_alloc_patience": "2",
 }
 
@@ -79,7 +98,7 @@ SUPPORTED: dict[str, str] = {
 UNSUPPORTED: frozenset[str] = frozenset({
     "c", "x", "y", "xr", "yr", "limit", "network_file", "use_noc_latency", "in_ports", "out_ports",
     "spec_check_elig", "spec_check_cred", "spec_mask_by_reqs", "vc_alloc_arb_type", "sw_alloc_arb_type",
-    "read_request_size", "write_request_size", "read_reply_size", "write_reply_size", "batch_size",
+    "batch_size",
     "batch_count", "max_outstanding_requests", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
     "watch_transactions", "sim_power", "power_output_file", "tech_file", "channel_width", "channel_sweep",
     "num_vcs_sweep", "injection_rate_sweep", "deadlock_timeout", "link_failures", "fail_seed",
@@ -96,7 +115,7 @@ FIXED: dict[str, tuple[str, ...]] = {
     "speculative": ("0",), "noq": ("0",), "output_delay": ("0",), "st_prepare_delay": ("0",),
     "output_buffer_size": ("-1", "1", "2", "3", "4"), "router": ("iq",), "classes": ("1",), "priority": ("none",),
     "include_queuing": ("1",), "sim_count": ("1",), "use_read_write": ("0",), "subnets": ("1",),
-    "print_activity": ("0",), "print_csv_results": ("0", "1"), "watch_out": ("",), "stats_out": ("",),
+    "print_activity": ("0",), "print_csv_results": ("0", "1"), "watch_out": ("", "-"), "stats_out": ("",),
 }
 
 # Values the engine supports for keys that name a model choice.
@@ -119,7 +138,12 @@ def _number(text: str) -> float | None:
 
 _INT_KEYS = ("perm_seed", "deadlock_warn_timeout", "k", "n", "num_vcs", "vc_buf_size", "packet_size", "injection_rate_uses_flits", "routing_delay",
              "vc_alloc_delay", "sw_alloc_delay", "st_final_delay", "credit_delay", "seed", "sample_period",
-             "warmup_periods", "max_samples", "sw_alloc_patience")
+             "warmup_periods", "max_samples", "sw_alloc_patience",
+             # the read/write scheme's (use_read_write = 0: unused, but of BookSim's type)
+             "read_request_begin_vc", "read_request_end_vc", "write_request_begin_vc", "write_request_end_vc",
+             "read_reply_begin_vc", "read_reply_end_vc", "write_reply_begin_vc", "write_reply_end_vc",
+             "read_request_subnet", "read_reply_subnet", "write_request_subnet", "write_reply_subnet",
+             "read_request_size", "write_request_size", "read_reply_size", "write_reply_size")
 
 
 @dataclass
@@ -183,7 +207,8 @@ class BooksimConfig:
                 shown = ", ".join(a if a else '""' for a in allowed)
                 raise ConfigError(key, f"{self._at(key)}'{value}' is not modelled (supported: {shown})")
         self._check_speedup()
-        for key in ("latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"):
+        for key in ("latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres",
+                    "write_fraction"):
             self.float(key)
         pattern, hot = self.traffic()
         for key, allowed in CHOICES.items():
@@ -267,7 +292,8 @@ def _assign(cfg: BooksimConfig, stmt: str, where: str) -> None:
         raise ConfigError("", f"{where}: expected 'key = value;', got '{stmt}'")
     key, value = (s.strip() for s in stmt.split("=", 1))
     if key in UNSUPPORTED:
-        raise ConfigError(key, f"{where}: BookSim option not supported by cais-net-synthetic")
+        raise ConfigError(key, f"{where}: BookSim option not modelled by cais-net-synthetic; remove it "
+                               "(`cais-net-synthetic --keys` lists the keys it reads)")
     if key not in SUPPORTED:
         raise ConfigError(key, f"{where}: unknown configuration key (supported: {', '.join(sorted(SUPPORTED))})")
     if len(value) >= 2 and value[0] == value[-1] == '"':

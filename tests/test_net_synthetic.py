@@ -49,7 +49,7 @@ def test_parser_names_the_bad_key(text, key):
 
 
 def test_unsupported_booksim_options_are_named_as_such():
-    with pytest.raises(ConfigError, match="not supported"):
+    with pytest.raises(ConfigError, match="not modelled by cais-net-synthetic; remove it"):
         booksim_config.parse_text("spec_check_elig = 1;")
     src = (REPO_ROOT / "external" / "net" / "src" / "booksim_config.cc").read_text()
     block = src[src.index("unsupported_booksim_keys()"):]
@@ -73,6 +73,10 @@ def test_cpp_and_python_fixed_value_tables_agree():
     "internal_speedup = 2.0; output_buffer_size = 2;",
     "internal_speedup = 4; output_buffer_size = 4; routing_delay = 0;",
     "internal_speedup = 1; output_buffer_size = 1;",
+    # BookSim's runfiles set the read/write scheme's VC ranges even with use_read_write = 0
+    "read_request_begin_vc = 0; read_request_end_vc = 5; write_reply_begin_vc = 2; read_reply_size = 5; "
+    "write_request_subnet = 0; write_fraction = 0.25;",
+    "watch_out = -;",  # BookSim's stdout; nothing is watched (watch_file etc. are not modelled)
 ])
 def test_booksim_keys_accepted_at_modelled_values(text):
     booksim_config.parse_text(text).validate()
@@ -95,6 +99,10 @@ def test_booksim_keys_accepted_at_modelled_values(text):
     ("latency_thres = high;", "latency_thres"),
     ("traffic = hotspot({{0,1},{1,2}}); vc_buf_size = 16;", "traffic"),
     ("traffic = tornado;", "traffic"),
+    ("read_request_end_vc = many;", "read_request_end_vc"),
+    ("write_fraction = half;", "write_fraction"),
+    ("use_read_write = 1;", "use_read_write"),
+    ("watch_out = trace.txt;", "watch_out"),
 ])
 def test_booksim_keys_rejected_by_name(text, key):
     with pytest.raises(ConfigError) as err:
@@ -117,6 +125,17 @@ def test_cpp_reader_refuses_internal_speedup_by_name(engines, tmp_path):
     proc = subprocess.run([str(engines / "cais-net-synthetic"), str(cfg)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert f"internal_speedup: {cfg}:8: '1.5' is not modelled (supported: 1, 2, 3, 4)" in proc.stderr
+
+
+def test_cpp_reader_takes_the_read_write_keys_booksim_ignores_and_refuses_a_bad_one(engines, tmp_path):
+    cfg = tmp_path / "rw.cfg"
+    cfg.write_text(SMALL + "read_request_begin_vc = 0;\nwrite_reply_end_vc = 7;\nwrite_fraction = 0.5;\n"
+                           "watch_out = -;\n")
+    proc = subprocess.run([str(engines / "cais-net-synthetic"), str(cfg)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    cfg.write_text(SMALL + "read_reply_size = x;\n")
+    proc = subprocess.run([str(engines / "cais-net-synthetic"), str(cfg)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "read_reply_size: expected an integer, got 'x'" in proc.stderr
 
 
 def test_internal_speedup_2_runs(engines, cli, tmp_path):

@@ -71,6 +71,25 @@ const std::map<std::string, std::string>& booksim_supported_keys() {
       {"print_csv_results", "0"},
       {"watch_out", std::string()},
       {"stats_out", std::string()},
+      // The read/write request-reply scheme's keys: BookSim reads them only with use_read_write = 1,
+      // which is not modelled, so any value of their type is accepted (to_configure).
+      {"read_request_begin_vc", "0"},
+      {"read_request_end_vc", "5"},
+      {"write_request_begin_vc", "2"},
+      {"write_request_end_vc", "7"},
+      {"read_reply_begin_vc", "8"},
+      {"read_reply_end_vc", "13"},
+      {"write_reply_begin_vc", "10"},
+      {"write_reply_end_vc", "15"},
+      {"read_request_subnet", "0"},
+      {"read_reply_subnet", "0"},
+      {"write_request_subnet", "0"},
+      {"write_reply_subnet", "0"},
+      {"read_request_size", "1"},
+      {"write_request_size", "1"},
+      {"read_reply_size", "1"},
+      {"write_reply_size", "1"},
+      {"write_fraction", "0.5"},
       // Not BookSim's: packet-level allocator calibration (net.sw_alloc_patience), used with
       // hold_switch_for_packet = 1.
       {"sw_alloc_patience", "2"},
@@ -87,7 +106,7 @@ const std::map<std::string, std::vector<std::string>>& booksim_fixed_values() {
       {"output_buffer_size", {"-1", "1", "2", "3", "4"}}, {"router", {"iq"}}, {"classes", {"1"}},
       {"priority", {"none"}},
       {"include_queuing", {"1"}}, {"sim_count", {"1"}}, {"use_read_write", {"0"}}, {"subnets", {"1"}},
-      {"print_activity", {"0"}}, {"print_csv_results", {"0", "1"}}, {"watch_out", {""}}, {"stats_out", {""}},
+      {"print_activity", {"0"}}, {"print_csv_results", {"0", "1"}}, {"watch_out", {"", "-"}}, {"stats_out", {""}},
   };
   return keys;
 }
@@ -105,7 +124,7 @@ const std::set<std::string>& unsupported_booksim_keys() {
   static const std::set<std::string> keys{
       "c", "x", "y", "xr", "yr", "limit", "network_file", "use_noc_latency", "in_ports", "out_ports",
       "spec_check_elig", "spec_check_cred", "spec_mask_by_reqs", "vc_alloc_arb_type", "sw_alloc_arb_type",
-      "read_request_size", "write_request_size", "read_reply_size", "write_reply_size", "batch_size",
+      "batch_size",
       "batch_count", "max_outstanding_requests", "viewer_trace", "watch_file", "watch_packets", "watch_flits",
       "watch_transactions", "sim_power", "power_output_file", "tech_file", "channel_width", "channel_sweep",
       "num_vcs_sweep", "injection_rate_sweep", "deadlock_timeout", "link_failures", "fail_seed",
@@ -189,7 +208,8 @@ void BooksimConfig::set_override(const std::string& assignment) {
 void BooksimConfig::assign(const std::string& key, const std::string& value, const std::string& where) {
   if (!booksim_supported_keys().count(key)) {
     if (unsupported_booksim_keys().count(key))
-      throw ConfigError(key, where + ": BookSim option not supported by cais-net-synthetic");
+      throw ConfigError(key, where + ": BookSim option not modelled by cais-net-synthetic; remove it "
+                                     "(`cais-net-synthetic --keys` lists the keys it reads)");
     throw ConfigError(key, where + ": unknown configuration key");
   }
   std::string v = value;
@@ -383,6 +403,14 @@ proto::Configure BooksimConfig::to_configure() const {
   for (const char* key : {"latency_thres", "warmup_thres", "acc_warmup_thres", "stopping_thres", "acc_stopping_thres"})
     get_double(key);
   for (const char* key : {"perm_seed", "deadlock_warn_timeout"}) get_int(key);
+  // The read/write scheme's keys (use_read_write = 0: unused, but of BookSim's type).
+  for (const char* key : {"read_request_begin_vc", "read_request_end_vc", "write_request_begin_vc",
+                          "write_request_end_vc", "read_reply_begin_vc", "read_reply_end_vc", "write_reply_begin_vc",
+                          "write_reply_end_vc", "read_request_subnet", "read_reply_subnet", "write_request_subnet",
+                          "write_reply_subnet", "read_request_size", "write_request_size", "read_reply_size",
+                          "write_reply_size"})
+    get_int(key);
+  get_double("write_fraction");
   require(*this, "topology", {"fly"});
   if (get_int("n") != 1) throw ConfigError("n", "only n = 1 (a single k-port router) is supported");
   require(*this, "routing_function", {"dest_tag"});
