@@ -35,7 +35,14 @@ def collect(dirs: list[str]) -> pd.DataFrame:
             frames.append(df)
     if not frames:
         raise FileNotFoundError(f"no results.csv under {', '.join(dirs)}")
-    return pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True)
+    # A column of integers (bytes, counts) that some runs lack would turn float (524288.0) for
+    # the missing rows' NaN: keep it integer, missing values empty.
+    ints = {c for f in frames for c in f.columns if pd.api.types.is_integer_dtype(f[c])}
+    floats = {c for f in frames for c in f.columns if pd.api.types.is_float_dtype(f[c])}
+    for c in ints - floats:
+        df[c] = df[c].astype("Int64")
+    return df
 
 
 # What harness/figures.finish writes into every figure.json and the report reads.

@@ -70,3 +70,18 @@ def test_report_names_a_figure_record_it_cannot_read(tmp_path, capsys, text, why
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"cais-report: error: {record}: ") and why in err[0], err
     assert not (tmp_path / "report.md").exists()
+
+
+def test_report_keeps_integer_columns_integer_where_some_runs_lack_them(tmp_path):
+    from harness.report import collect
+
+    (tmp_path / "0").mkdir()
+    (tmp_path / "1").mkdir()
+    pd.DataFrame({"scheme": ["a"], "time_us": [1.5], "bytes_write": [524288]}).to_csv(tmp_path / "0/results.csv",
+                                                                                     index=False)
+    pd.DataFrame({"scheme": ["b"], "time_us": [2.0], "bytes_dma": [7]}).to_csv(tmp_path / "1/results.csv", index=False)
+    df = collect([str(tmp_path)])
+    assert str(df["bytes_write"].dtype) == "Int64" and str(df["bytes_dma"].dtype) == "Int64"
+    assert df["bytes_write"].tolist()[0] == 524288 and pd.isna(df["bytes_write"].tolist()[1])
+    assert "524288.0" not in df.to_csv(index=False)
+    assert df["time_us"].dtype == float
