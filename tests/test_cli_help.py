@@ -72,3 +72,9 @@ def test_progress_line_on_a_long_run(engines, tmp_path):
     assert re.search(r"sim [\d,.]+ us \| [\d.]+ M events/s", lines), lines[-500:]
     quiet = run_cli(*args, timeout=120).stderr  # auto, and stderr is a pipe: nothing
     assert quiet == ""
+
+
+def test_describe_takes_several_keys_and_groups():
+    out = run_cli("describe", "net.flit_bytes", "gpu.max_packet_bytes", "net.header_flits=2", timeout=60).stdout
+    assert "net.flit_bytes: int = 16" in out and "gpu.max_packet_bytes: int = 128" in out
+    assert "net.header_flits" not in out  # an override, not a key to describe

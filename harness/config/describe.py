@@ -1,4 +1,4 @@
-"""cais-sim describe [GROUP|KEY] [overrides...]: every parameter's type, value, unit and documentation.
+"""cais-sim describe [GROUP|KEY ...] [overrides...]: every parameter's type, value, unit and documentation.
 
 One source of truth: the documentation is the docstring written under each dataclass field
 (harness/params/*.py, harness/config/schema.py), read from the source with ``ast``; a field made
@@ -138,11 +138,11 @@ def overview(root: type) -> str:
 
 def usage() -> str:
     return "\n".join([
-        "usage: cais-sim [KEY=VALUE ...] [GROUP=CHOICE ...]     one run (results in out_dir, or outputs/...)",
-        "       cais-sim -m KEY=V1,V2 ...                       a sweep: one run per point, out_dir/N",
-        "       cais-sim describe [GROUP|KEY] [KEY=VALUE ...]   parameters: type, value, unit, documentation",
-        "       cais-sim --cfg job [KEY=VALUE ...]              the resolved config of a run, as YAML",
-        "       cais-sim --hydra-help                           Hydra's own options",
+        "usage: cais-sim [KEY=VALUE ...] [GROUP=CHOICE ...]         one run (results in out_dir, or outputs/...)",
+        "       cais-sim -m KEY=V1,V2 ...                           a sweep: one run per point, out_dir/N",
+        "       cais-sim describe [GROUP|KEY ...] [KEY=VALUE ...]   parameters: type, value, unit, documentation",
+        "       cais-sim --cfg job [KEY=VALUE ...]                  the resolved config of a run, as YAML",
+        "       cais-sim --hydra-help                               Hydra's own options",
         "",
         overview(_root()),
     ])
@@ -155,20 +155,24 @@ def _root() -> type:
 
 
 def main(argv: list[str]) -> int:
-    """Print the description of argv[0] (a group or key; none: the overview) with the overrides
-    that follow applied to the values."""
-    target = argv[0] if argv and "=" not in argv[0] else ""
-    overrides = argv[1:] if target else argv
+    """Print the description of the groups or keys in argv (none: the overview) with the
+    KEY=VALUE overrides among them applied to the values."""
+    targets = [a for a in argv if "=" not in a]
+    overrides = [a for a in argv if "=" in a]
     from harness.config.precheck import compose_one
 
     cfg = compose_one(overrides)
     root = _root()
-    if not target:
+    if not targets:
         print(overview(root))
         return 0
-    items = [p for p in params(root, cfg) if p.key == target or p.key.startswith(target + ".")]
-    if not items:
-        names = ", ".join(groups(root))
-        raise ConfigError("describe", f"no parameter group or key '{target}'; groups: {names}")
+    known = params(root, cfg)
+    items = []
+    for target in targets:
+        hits = [p for p in known if p.key == target or p.key.startswith(target + ".")]
+        if not hits:
+            names = ", ".join(groups(root))
+            raise ConfigError("describe", f"no parameter group or key '{target}'; groups: {names}")
+        items += [p for p in hits if p not in items]
     print(render(items))
     return 0
