@@ -314,6 +314,9 @@ def test_showing_a_package_of_the_config_still_works():
      "scheme.channels: 16 communication CTAs of scheme 'coconet' hold their SMs for the whole GEMM, which needs at "
      "least one of the 16 (gpu.num_sms); allowed: 1 to 15"),
     (["scheme=coconet_nvls", "gpu.num_sms=8", "model.num_sms=8"], "scheme.channels: 16 communication CTAs"),
+    # multimem without NVLS switches ran, each multicast request served by one GPU as a unicast
+    (["scheme=tp_nvls", "net.features="], "net.features: kernel 'reduce_out_proj' uses multicast (multimem.*, a "
+                                          "multicast DMA), which needs the switch feature nvls (got ''"),
     (["scheme=cais", "net.vc_depth_flits=8"],
      "net.vc_depth_flits: is 8 flits but a line of gpu.max_packet_bytes=128 is 9 flits and must fit one VC"),
 ])

@@ -99,6 +99,7 @@ void decode_program(const isa::Workload& wl, const isa::Kernel& k, std::size_t g
       throw ConfigError("workload", where(i) + ": read_only (.nc) belongs to a remote load (ld.remote, ld.cais)");
     if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
       throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
+    if (mm || (is_dma(ins.op()) && wl.buffers(ins.buffer()).multicast())) dk.uses_multicast = true;
     if (is_remote_op(ins.op())) dk.uses_remote = true;
     if (ins.op() == isa::MMA) dk.uses_mma = true;
     if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;

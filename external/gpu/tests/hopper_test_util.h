@@ -250,6 +250,7 @@ inline proto::Configure make_config(const isa::Workload& wl, std::uint32_t gpus,
     c.add_node_engine(0);
   }
   if (probe) {
+    (*c.mutable_params())["net.features"].set_s("nvls");  // the probe answers multicast as NVLS switches do
     auto* n = c.mutable_topology()->add_nodes();
     n->set_id(gpus);
     n->set_kind(proto::NODE_SWITCH);
