@@ -39,10 +39,10 @@ class TrafficEndpoint : public NodeComponent {
     header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
     const VcLayout vcs = VcLayout::of(sim);
     if (vcs.vcs < 2) throw ConfigError("net.vcs_per_port", "the traffic endpoint needs >= 2 (requests, responses)");
-    vcs.require_fits(flits_for(request_bytes_, flit_bytes_, header_flits_),
-                     "a packet of traffic.request_bytes=" + std::to_string(request_bytes_));
     rng_ = sim.make_rng("traffic." + name());
     planes_ = init_endpoint_ports(sim, node, name(), vcs, flit_bytes_, out_, in_);
+    vcs.require_fits(flits_for(request_bytes_, flit_bytes_, header_flits_),
+                     "a packet of traffic.request_bytes=" + std::to_string(request_bytes_));
     if (planes_.empty() && requests_ > 0 && sim.num_gpus() > 1)  // every request leaves by a port
       throw ConfigError("topology", name() + " has no connected NVLink port but traffic.requests_per_gpu is " +
                                         std::to_string(requests_));

@@ -21,9 +21,6 @@ bool NvlinkPorts::init() {
   header_flits_ = static_cast<std::uint32_t>(p.get_uint("net.header_flits"));
   const VcLayout vcs = VcLayout::of(sim);
   num_vcs_ = vcs.vcs;
-  // The largest packet: one line (bulk packets are sized to the VCs, bulk_keeps_credit_loop).
-  vcs.require_fits(flits(ctx_.cfg.max_packet_bytes),
-                   "a line of gpu.max_packet_bytes=" + std::to_string(ctx_.cfg.max_packet_bytes));
   // The switch's VC classes (cais/vc_classes.h): requests and responses apart; with traffic
   // control, loads, reductions/stores and responses apart.
   member_acks_ = p.has("net.nvls.member_acks") && p.get_bool("net.nvls.member_acks");
@@ -33,6 +30,9 @@ bool NvlinkPorts::init() {
   vcs_of_[kPost] = split.reduction;
   vcs_of_[kResp] = split.response;
   planes_ = init_endpoint_ports(sim, ctx_.node, ctx_.name(), vcs, flit_bytes_, out_, in_);
+  // The largest packet: one line (bulk packets are sized to the VCs, bulk_keeps_credit_loop).
+  vcs.require_fits(flits(ctx_.cfg.max_packet_bytes),
+                   "a line of gpu.max_packet_bytes=" + std::to_string(ctx_.cfg.max_packet_bytes));
   for (std::uint32_t port = 0; port < out_.size(); ++port) {
     if (!out_[port].connected()) continue;
     out_[port].enable_direct_credits(sim, ctx_.self, kCreditWake, port);
