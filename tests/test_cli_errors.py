@@ -325,3 +325,16 @@ def test_a_layer_its_gpus_or_links_cannot_carry_is_refused(engines, tmp_path, ar
                    check=False, timeout=120)
     one_error_line(proc, expected)
     assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["seed=1)"], "cannot parse the override 'seed=1)' (extraneous input ')' expecting <EOF>); quote a value"),
+    (["out_dir=/tmp/ünï"], "cannot parse the override 'out_dir=/tmp/ünï' (token recognition error at: 'ü')"),
+    (["-m", "seed=1,2)"], "cannot parse the override 'seed=1,2)'"),
+    # Hydra's three hints (list, quoted string, sweep) were cut to their first line
+    (["net.features=nvls,cais_merge"], "net.features: 'nvls,cais_merge' has a comma: for a list write "
+                                       "net.features=[nvls,cais_merge], for one string quote it "
+                                       "(net.features='nvls,cais_merge'), to sweep add -m"),
+])
+def test_an_override_hydra_cannot_parse_is_named_with_the_way_out(args, expected):
+    one_error_line(run_cli(*args, check=False, timeout=60), expected)

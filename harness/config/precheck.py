@@ -32,8 +32,19 @@ MAX_AXIS_VALUES = 100_000
 MAX_SEED = 2**64 - 1  # the engines' seed is an unsigned 64-bit number
 
 
-def one_line(exc: BaseException) -> str:
-    """Hydra/OmegaConf errors span several lines; users get the key, the problem, the choices."""
+def _parses(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        OverridesParser.create().parse_overrides([override])
+        return True
+    except Exception:  # noqa: BLE001 - Hydra's parse errors have several types
+        return False
+
+
+def one_line(exc: BaseException, overrides: list[str] = ()) -> str:
+    """Hydra/OmegaConf errors span several lines; users get the key, the problem, the choices
+    (`overrides`: the command line's, to name the one Hydra could not parse)."""
     texts = []
     e: BaseException | None = exc
     while e is not None:
@@ -41,6 +52,16 @@ def one_line(exc: BaseException) -> str:
         e = e.__cause__ or e.__context__
     text = "\n".join(texts)
     lines = [l.strip() for l in text.splitlines() if l.strip()]
+    ambiguous = re.search(r"Ambiguous value for argument '([^'=]+)=([^']*)'", text)
+    if ambiguous:  # Hydra's three hints, in one line
+        key, value = ambiguous.groups()
+        return (f"{key}: '{value}' has a comma: for a list write {key}=[{value}], for one string quote it "
+                f"({key}='{value}'), to sweep add -m")
+    if type(exc).__name__ == "OverrideParseException":
+        problem = next((t.splitlines()[0] for t in texts[1:] if t.strip()), lines[0] if lines else "")
+        bad = next((o for o in overrides if not _parses(o)), None)
+        return (f"cannot parse the override {bad or 'on the command line'!r} ({problem}); quote a value with "
+                f"spaces, brackets or non-ASCII characters: key='value'")
     key = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("full_key:")), "")
     if "Available options in" in text:
         missing = re.search(r"Could not find '([^']+)'", text)
@@ -95,7 +116,7 @@ def compose_all(points: list[list[str]]) -> list:
             OmegaConf.to_container(cfg, resolve=True)
         return cfgs
     except Exception as exc:  # Hydra and OmegaConf raise many types; all are user errors here
-        raise ConfigError("", one_line(exc)) from None
+        raise ConfigError("", one_line(exc, [o for p in points for o in p])) from None
 
 
 def compose_one(overrides: list[str]):
@@ -188,7 +209,7 @@ def check_shown(argv: list[str]) -> None:
         try:
             points = sweep_points(overrides)
         except Exception as exc:
-            raise ConfigError("", one_line(exc)) from None
+            raise ConfigError("", one_line(exc, overrides)) from None
     else:
         points = [overrides]
     compose_all(points)
@@ -206,7 +227,7 @@ def precheck(argv: list[str]) -> None:
         try:
             points = sweep_points(overrides)
         except Exception as exc:  # a malformed override: Hydra's parser says where
-            raise ConfigError("", one_line(exc)) from None
+            raise ConfigError("", one_line(exc, overrides)) from None
     else:
         points = [overrides]
     cfgs = compose_all(points)
