@@ -317,6 +317,9 @@ def test_showing_a_package_of_the_config_still_works():
     # multimem without NVLS switches ran, each multicast request served by one GPU as a unicast
     (["scheme=tp_nvls", "net.features="], "net.features: kernel 'reduce_out_proj' uses multicast (multimem.*, a "
                                           "multicast DMA), which needs the switch feature nvls (got ''"),
+    # CAIS's coordination without the switches' group table: "sw3: no route to node 11 for PKT_SYNC_REQ"
+    (["scheme=cais", "net.features=cais_merge"], "net.features: kernel 'out_proj' uses CAIS group sync (pre-launch "
+                                                 "or pre-access), which needs the switch feature group_sync"),
     (["scheme=cais", "net.vc_depth_flits=8"],
      "net.vc_depth_flits: is 8 flits but a line of gpu.max_packet_bytes=128 is 9 flits and must fit one VC"),
 ])

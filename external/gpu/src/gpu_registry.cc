@@ -16,18 +16,23 @@ std::map<const Sim*, std::shared_ptr<const Workload>>& workloads() {
   return w;
 }
 
-// Multicast instructions need switches that replicate them: without the nvls feature a switch
-// forwards a multimem request to one GPU as if it were unicast, and the run means nothing.
+// What the switches must do for the workload's instructions: without the nvls feature a switch
+// forwards a multimem request to one GPU as if it were unicast (the run means nothing), and
+// without group_sync no switch takes a SYNC_REQ (a routing error deep in the run).
 std::shared_ptr<const Workload> decode(Sim& sim) {
   auto wl = Workload::parse(sim.config().workload(), sim.num_gpus());
   const Params& p = sim.params();
   const std::string features = p.has("net.features") ? p.get_string("net.features") : "";
-  if (features.find("nvls") == std::string::npos)
+  auto require = [&](bool DecodedKernel::*uses, const std::string& feature, const std::string& what) {
+    if (features.find(feature) != std::string::npos) return;
     for (const DecodedKernel& k : wl->kernels())
-      if (k.uses_multicast)
-        throw ConfigError("net.features", "kernel " + quote(k.k->name()) + " uses multicast (multimem.*, a multicast "
-                                          "DMA), which needs the switch feature nvls (got " + quote(features) +
-                                          "; e.g. net.features=nvls)");
+      if (k.*uses)
+        throw ConfigError("net.features", "kernel " + quote(k.k->name()) + " uses " + what +
+                                              ", which needs the switch feature " + feature + " (got " +
+                                              quote(features) + "; e.g. net.features=" + feature + ")");
+  };
+  require(&DecodedKernel::uses_multicast, "nvls", "multicast (multimem.*, a multicast DMA)");
+  require(&DecodedKernel::uses_group_sync, "group_sync", "CAIS group sync (pre-launch or pre-access)");
   return wl;
 }
 

@@ -100,6 +100,8 @@ void decode_program(const isa::Workload& wl, const isa::Kernel& k, std::size_t g
     if (ins.src_reg() && (ins.op() != isa::ALU || !ins.reg()))
       throw ConfigError("workload", where(i) + ": src_reg belongs to an alu with reg (reg += src_reg)");
     if (mm || (is_dma(ins.op()) && wl.buffers(ins.buffer()).multicast())) dk.uses_multicast = true;
+    if (ins.op() == isa::CAIS_SYNC && k.cais().enabled() && k.cais().pre_access_sync() && k.cais().num_gpus() > 1)
+      dk.uses_group_sync = true;
     if (is_remote_op(ins.op())) dk.uses_remote = true;
     if (ins.op() == isa::MMA) dk.uses_mma = true;
     if (ins.op() == isa::FLAG_SIGNAL && ins.scope() == isa::REMOTE) dk.uses_remote = true;
@@ -167,6 +169,7 @@ std::shared_ptr<const Workload> Workload::parse(const std::string& bytes, std::u
     }
     for (std::size_t gi = 0; gi < dk.programs.size(); ++gi)
       decode_program(wl, k, gi, k.warp_groups_size() ? &k.warp_groups(static_cast<int>(gi)) : nullptr, dk);
+    if (k.cais().enabled() && k.cais().pre_launch_sync() && k.cais().num_gpus() > 1) dk.uses_group_sync = true;
     if (dk.max_loop_depth > 8) throw ConfigError("workload", "kernel " + quote(k.name()) + ": loops nest deeper than 8");
     w->kernels_.push_back(std::move(dk));
   }

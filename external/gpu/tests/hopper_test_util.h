@@ -250,7 +250,8 @@ inline proto::Configure make_config(const isa::Workload& wl, std::uint32_t gpus,
     c.add_node_engine(0);
   }
   if (probe) {
-    (*c.mutable_params())["net.features"].set_s("nvls");  // the probe answers multicast as NVLS switches do
+    // the probe answers multicast and group sync as switches with these features do
+    (*c.mutable_params())["net.features"].set_s("nvls,group_sync");
     auto* n = c.mutable_topology()->add_nodes();
     n->set_id(gpus);
     n->set_kind(proto::NODE_SWITCH);

@@ -97,6 +97,18 @@ TEST(HopperDmaPush, AMulticastPushWithoutNvlsIsAnErrorNotASilentUnicast) {
   expect_config_error(c, "kernel 'k' uses multicast (multimem.*, a multicast DMA), which needs the switch feature nvls");
 }
 
+TEST(HopperDmaPush, CaisGroupSyncWithoutTheSwitchesGroupTableIsAConfigError) {
+  auto wl = push_workload();
+  auto* cais = wl.mutable_kernels(0)->mutable_cais();
+  cais->set_enabled(true);
+  cais->set_num_gpus(kGpus);
+  cais->set_pre_launch_sync(true);
+  auto c = make_config(wl, kGpus, true);
+  use_nvswitch(c, "nvls,cais_merge");
+  expect_config_error(c, "kernel 'k' uses CAIS group sync (pre-launch or pre-access), which needs the switch "
+                         "feature group_sync (got 'nvls,cais_merge'");
+}
+
 TEST(HopperDmaPush, APushFromAMulticastBufferIsAConfigError) {
   auto wl = push_workload();
   wl.mutable_kernels(0)->mutable_program(1)->set_src_buffer(1);

@@ -36,6 +36,7 @@ struct DecodedKernel {
   std::uint32_t num_blocks = 0;
   bool uses_remote = false;
   bool uses_multicast = false;  // multimem.* or a DMA into a multicast buffer: switches replicate (NVLS)
+  bool uses_group_sync = false;  // SYNC_REQ (CAIS pre-launch or pre-access sync): the switches' group table
   bool uses_mma = false;  // some instruction is an mma (the clock under tensor-core load)
 };
 
