@@ -305,3 +305,16 @@ def test_a_failed_rerun_leaves_no_earlier_output_behind(engines, tmp_path):
     p = run_cli(*BASE, "scheme=tp_nvls", "workload=sublayer_l1", "scheme.channels=0", f"out_dir={tmp_path}",
                 check=False)
     assert p.returncode != 0 and list(tmp_path.iterdir()) == []
+
+
+def test_a_backward_regather_gathers_the_saved_ln_output_not_its_ordering_dependency():
+    """The re-gathers depend on attention backward / the FFN2 dgrad only for their place in the
+    backward pass; the data is the forward LN output (spec A5). Every scheme gathers `source`."""
+    from harness.workload.graph import Collective, Graph
+
+    g = build(from_config(compose(*BASE).model), "training", "layer", "sp", G)
+    assert (g.op("ag_ln1_regather").source, g.op("ag_ln1_regather").deps) == ("ln1", ("attn_bwd",))
+    assert (g.op("ag_ln2_regather").source, g.op("ag_ln2_regather").deps) == ("ln2", ("ffn2_dgrad",))
+    assert g.op("ag_ln2").source == "ln2" and g.op("reduce_attn").source == "out_proj"
+    with pytest.raises(ValueError, match="unknown ops"):
+        Graph("x", G, "sp").add(Collective("ag", "all_gather", 8, 8, (), data="missing"))

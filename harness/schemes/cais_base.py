@@ -93,8 +93,8 @@ class CaisBaseLowering(Lowering):
 
     def shard_of(self, ag: Collective) -> int:
         """The buffer holding this GPU's rows of the tensor an AllGather assembles."""
-        if ag.deps:
-            return self.tensors[ag.deps[0]]
+        if ag.source:
+            return self.tensors[ag.source]
         return self.tensor(f"{ag.name}.in", ag.bytes // self.t.gpus)
 
     def ag_gemm(self, ag: Collective, op: Gemm) -> int:

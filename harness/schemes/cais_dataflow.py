@@ -223,14 +223,14 @@ class CaisLowering(Lowering):
         G = self.t.gpus
         shard_rows, ldh = ag.rows // G, ag.cols * ELEM
         R = self.row_blocks(ag.name, shard_rows)
-        src_name = ag.deps[0] if ag.deps else None
+        src_name = ag.source
         src = self.tensors[src_name] if src_name else self.tensor(f"{ag.name}.in", shard_rows * ldh)
         ready = self.b.flags(f"{ag.name}.ready", G * R)
         ki, p = self.waiter(f"{ag.name}.publish", R)  # row block by of this GPU's shard is written
         flag = affine(0, g=8 * R, by=8)
         signal_peers(p, ready, flag, G)
         p.ins(isa.FLAG_SIGNAL, buffer=ready, addr=flag, value=1, scope=isa.LOCAL)
-        if src_name in self.shard_ready:  # TB-level: the LN rows (or the reduced rows) of the block
+        if not ag.data and src_name in self.shard_ready:  # TB-level: the LN rows (or reduced rows) of the block
             prod, per = self.shard_ready[src_name]
             dep = {"producer": prod, "key": isa.ROW, "scale_num": 1, "scale_den": 1, "lo": 0, "hi": 0} if per == 1 else \
                 {"producer": prod, "scale_num": per, "scale_den": 1, "lo": 0, "hi": per - 1}

@@ -59,8 +59,8 @@ def lower(graph, target, params: SchemeParams):
     pending: tuple[int, ...] = ()
     for op in graph.ops:
         if isinstance(op, Collective):  # row-bound blocks keep every activation where it is used
-            if op.deps:
-                lw.tensors[op.name] = lw.tensors[op.deps[0]]
+            if op.source:
+                lw.tensors[op.name] = lw.tensors[op.source]
             continue
         if isinstance(op, Gemm):
             M, N, K = logical_shape(op, G)

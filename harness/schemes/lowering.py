@@ -109,7 +109,7 @@ class Lowering:
     def nvls(self, op: Collective, cfg: nvls.NvlsConfig, stream: Stream | None = None, **kw) -> int:
         """A whole-tensor NVLS collective: AR in place on its input's multicast buffer; RS from
         the input's multicast buffer to a shard; AG from the input shard into a multicast buffer."""
-        src = self.tensors[op.deps[0]]
+        src = self.tensors[op.source]
         if op.kind == "all_reduce":
             self.tensors[op.name] = src
             ki = nvls.collective(self.b, op.name, op.kind, op.bytes, tensor=src, cfg=cfg)

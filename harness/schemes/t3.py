@@ -91,7 +91,7 @@ class T3Lowering(Lowering):
         G, ldh = self.t.gpus, ag.cols * ELEM
         shard_rows = ag.rows // G
         R = self._rows(ag.name, shard_rows)
-        src = self.tensors[ag.deps[0]] if ag.deps else self.tensor(f"{ag.name}.in", shard_rows * ldh)
+        src = self.tensors[ag.source] if ag.source else self.tensor(f"{ag.name}.in", shard_rows * ldh)
         full = self.tensor(ag.name, ag.bytes)  # unicast: each push goes to one peer
         arrived = self.b.flags(f"{ag.name}.arrived", (G - 1) * R)
         ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=32)
@@ -120,7 +120,7 @@ class T3Lowering(Lowering):
         c = plan(shard_rows, op.N, op.K, self.t.num_sms, TILE_ROWS)
         full = self.tensors[ag.name]
         out = self.out_of(op)
-        launches = [self.gemm(op, self.chunk_streams[0], name=f"{op.name}.chunk0", a=self.tensors[ag.deps[0]] if ag.deps else full,
+        launches = [self.gemm(op, self.chunk_streams[0], name=f"{op.name}.chunk0", a=self.tensors[ag.source] if ag.source else full,
                               rows=shard_rows, config=c, after=after)]
         for i in range(1, G):
             wait = self.chunk_wait(arrived, R, i, c)

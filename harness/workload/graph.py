@@ -60,11 +60,20 @@ class Collective:
     rows: int
     cols: int
     deps: tuple[str, ...] = ()
+    data: str = ""
+    """The op whose output it reduces or gathers when that is not its first dependency: a
+    backward re-gather gathers the saved forward LN output, and its dependency only places it
+    in the backward pass (spec A5)."""
 
     @property
     def bytes(self) -> int:
         """D: bytes of the whole (unsharded) tensor."""
         return self.rows * self.cols * ELEM_BYTES
+
+    @property
+    def source(self) -> str | None:
+        """The op whose output it reduces or gathers (None: the layer's input)."""
+        return self.data or (self.deps[0] if self.deps else None)
 
 
 Op = Union[Gemm, Norm, Attention, Collective]
@@ -84,7 +93,8 @@ class Graph:
         known = {o.name for o in self.ops}
         if op.name in known:
             raise ValueError(f"duplicate op name '{op.name}'")
-        missing = [d for d in op.deps if d not in known]
+        data = (op.data,) if isinstance(op, Collective) and op.data else ()
+        missing = [d for d in (*op.deps, *data) if d not in known]
         if missing:
             raise ValueError(f"op '{op.name}' depends on unknown ops {missing}")
         if isinstance(op, Collective) and op.kind not in COLLECTIVE_KINDS:

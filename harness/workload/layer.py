@@ -93,7 +93,7 @@ class _Builder:
         qkv_d = g.add(Gemm("qkv_dgrad", T, h, 3 * h // N, (attn_b,), out_partial=True, sharded="K")).name
         r2 = self.reduce("reduce_qkv_dgrad", qkv_d)
         if self.sp:
-            x1 = g.add(Collective("ag_ln1_regather", "all_gather", T, h, (attn_b,))).name
+            x1 = g.add(Collective("ag_ln1_regather", "all_gather", T, h, (attn_b,), data="ln1")).name
             g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b, x1), wgrad=True))
         else:
             g.add(Gemm("qkv_wgrad", h, 3 * h // N, T, (attn_b,), wgrad=True))
@@ -104,7 +104,7 @@ class _Builder:
         ffn1_d = g.add(Gemm("ffn1_dgrad", T, h, f // N, (ffn2_d,), out_partial=True, sharded="K")).name
         r1 = self.reduce("reduce_ffn1_dgrad", ffn1_d)
         if self.sp:
-            x2 = g.add(Collective("ag_ln2_regather", "all_gather", T, h, (ffn2_d,))).name
+            x2 = g.add(Collective("ag_ln2_regather", "all_gather", T, h, (ffn2_d,), data="ln2")).name
             g.add(Gemm("ffn1_wgrad", h, f // N, T, (ffn2_d, x2), wgrad=True))
         else:
             g.add(Gemm("ffn1_wgrad", h, f // N, T, (ffn2_d,), wgrad=True))
