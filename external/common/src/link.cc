@@ -233,9 +233,9 @@ std::uint64_t InputBuffer::total_packets() const {
 
 void VcLayout::require_fits(std::uint32_t packet_flits, const std::string& what) const {
   if (packet_flits <= flits) return;
-  throw ConfigError("net.vc_depth_flits", "is " + std::to_string(flits) + " flits but " + what + " is " +
-                                              std::to_string(packet_flits) + " flits and must fit one VC; allowed: >= " +
-                                              std::to_string(packet_flits));
+  const std::string n = std::to_string(packet_flits);
+  throw ConfigError("net.vc_depth_flits", "is " + std::to_string(flits) + " flits but " + what + " is " + n +
+                                              " flits and must fit one VC; allowed: >= " + n);
 }
 
 VcLayout VcLayout::of(const Sim& sim) {

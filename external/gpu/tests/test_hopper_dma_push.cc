@@ -94,7 +94,8 @@ TEST(HopperDmaPush, AMulticastPushWithoutNvlsIsAnErrorNotASilentUnicast) {
   // Refused when the GPUs decode the workload (net.features names no nvls), before any packet.
   auto c = make_config(push_workload(), kGpus, true);
   use_nvswitch(c, "");
-  expect_config_error(c, "kernel 'k' uses multicast (multimem.*, a multicast DMA), which needs the switch feature nvls");
+  expect_config_error(c, "kernel 'k' uses multicast (multimem.*, a multicast DMA), which needs the switch feature "
+                         "nvls");
 }
 
 TEST(HopperDmaPush, CaisGroupSyncWithoutTheSwitchesGroupTableIsAConfigError) {
