@@ -380,3 +380,13 @@ def test_processes_each_host_a_share_of_the_gpus_and_of_the_switches():
     by_kind = partition(topo, gpus_per_process=4)
     assert [e.name for e in by_kind.engines] == ["gpu_engine0", "gpu_engine1", "net_engine0", "net_engine1",
                                                   "net_engine2", "net_engine3"]
+
+
+def test_manual_engines_nobody_starts_are_named_with_what_to_do(engines, tmp_path):
+    """Not a hang and no empty stderr section (the harness has none of a manual engine's)."""
+    proc = run_cli(*SMALL, "cosim.transport=tcp", "cosim.launcher=manual", "cosim.connect_timeout_s=1",
+                   "cache.enabled=false", f"out_dir={tmp_path}", check=False, timeout=60)
+    assert proc.returncode == 2
+    errors = [l for l in proc.stderr.splitlines() if not l.startswith("start on its host: ")]
+    assert errors == ["cais-sim: error: engine engine0, engine1: did not connect within 1 s "
+                      "(cosim.connect_timeout_s): start each with its command above"], proc.stderr

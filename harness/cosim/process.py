@@ -24,7 +24,10 @@ class EngineProcess:
         """None while running (or when not ours to watch)."""
         return None if self.proc is None else self.proc.poll()
 
-    def stderr_tail(self, lines: int = 20) -> str:
+    def stderr_tail(self, lines: int = 20) -> str | None:
+        """The last lines of its stderr; None for an engine the user started (not ours to read)."""
+        if self.proc is None:
+            return None
         try:
             text = self.stderr_path.read_text(errors="replace")
         except OSError:
