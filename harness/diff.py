@@ -4,7 +4,8 @@ Compares two result CSVs row by row, matched on the key columns (default: every 
 column present in both), and every shared numeric column within |a - b| <= atol + rtol |b|.
 Wall-clock columns (``wall_s``, ``*_wall_s``) are never compared: they differ between any two
 runs. Prints a table of the differences (the row's keys, column, result, reference, relative
-difference). Exit status 0 when they agree, 1 when they differ, 2 on bad input.
+difference); a row only one file has, or a key repeated in the results, is a difference too.
+Exit status 0 when they agree, 1 when they differ, 2 on bad input.
 """
 from __future__ import annotations
 
@@ -49,9 +50,13 @@ def differences(res: pd.DataFrame, ref: pd.DataFrame, rtol: float, atol: float,
     problems = [f"column missing from results: {c}" for c in ref.columns
                 if c not in res.columns and not is_timing_column(str(c))]
     if keys:
-        merged = ref.merge(res, on=keys, how="left", suffixes=("_ref", "_res"), indicator=True)
+        for _, r in res[res.duplicated(keys)].drop_duplicates(keys).iterrows():
+            problems.append("row repeated in results: " + ", ".join(f"{k}={r[k]}" for k in keys))
+        merged = ref.merge(res, on=keys, how="outer", suffixes=("_ref", "_res"), indicator=True)
         for _, r in merged[merged["_merge"] == "left_only"].iterrows():
             problems.append("row missing from results: " + ", ".join(f"{k}={r[k]}" for k in keys))
+        for _, r in merged[merged["_merge"] == "right_only"].iterrows():
+            problems.append("row not in the reference: " + ", ".join(f"{k}={r[k]}" for k in keys))
         merged = merged[merged["_merge"] == "both"]
     else:
         if len(res) != len(ref):

@@ -17,6 +17,11 @@ def test_diff_detects_changes_beyond_tolerance():
     assert len(problems) == 1 and "name=b" in problems[0]
     missing = pd.DataFrame({"name": ["a"], "sim_us": [100.0]})
     assert any("row missing" in p for p in compare(missing, ref, 0.01, 0, None))
+    # a row only the results have, or one they repeat, passed as agreement
+    extra = pd.DataFrame({"name": ["a", "b", "c"], "sim_us": [100.0, 200.0, 300.0]})
+    assert compare(extra, ref, 0.01, 0, None) == ["row not in the reference: name=c"]
+    repeated = pd.DataFrame({"name": ["a", "b", "b"], "sim_us": [100.0, 200.0, 200.0]})
+    assert compare(repeated, ref, 0.01, 0, None) == ["row repeated in results: name=b"]
 
 
 def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
