@@ -18,8 +18,10 @@ class EngineError(CaisError):
 
     def __init__(self, engine: str, message: str, stderr_tail: str | None = ""):
         text = f"engine {engine}: {message}"
-        if stderr_tail is not None:  # None: no process of ours to read from
-            tail = stderr_tail.rstrip()
+        tail = (stderr_tail or "").rstrip()
+        # An error the engine reported is on its stderr too: a tail that only repeats it adds nothing.
+        repeats = bool(tail) and all(message in line for line in tail.splitlines() if line.strip())
+        if stderr_tail is not None and not repeats:  # None: no process of ours to read from
             text += f"\n--- stderr of {engine} (last lines) ---\n" + (tail if tail else "(empty)")
         super().__init__(text)
         self.engine = engine

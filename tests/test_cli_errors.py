@@ -341,3 +341,9 @@ def test_a_layer_its_gpus_or_links_cannot_carry_is_refused(engines, tmp_path, ar
 ])
 def test_an_override_hydra_cannot_parse_is_named_with_the_way_out(args, expected):
     one_error_line(run_cli(*args, check=False, timeout=60), expected)
+
+
+def test_an_error_the_engine_reports_is_one_line_without_its_stderr_repeating_it(engines, tmp_path):
+    proc = run_cli("model=tiny", "system=dgx_h100_half", "workload=sublayer_l1", "scheme=cais",
+                   "net.group_sync.table_entries=1", f"out_dir={tmp_path}", check=False, timeout=120)
+    one_error_line(proc, "group-sync table full (1 groups pending; raise net.group_sync.table_entries)")
