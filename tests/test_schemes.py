@@ -318,3 +318,11 @@ def test_a_backward_regather_gathers_the_saved_ln_output_not_its_ordering_depend
     assert g.op("ag_ln2").source == "ln2" and g.op("reduce_attn").source == "out_proj"
     with pytest.raises(ValueError, match="unknown ops"):
         Graph("x", G, "sp").add(Collective("ag", "all_gather", 8, 8, (), data="missing"))
+
+
+@pytest.mark.parametrize("scheme", ["t3", "t3_nvls"])
+def test_t3_trigger_blocks_leave_a_one_sm_gpu_to_its_gemm(engines, tmp_path, scheme):
+    """The trigger blocks take no registers (T3's tracker is hardware): with 32 a thread two of
+    them kept the GEMM tile, which fills an SM's register file, off the only SM: a deadlock."""
+    row = _run(tmp_path, scheme, "inference", "sublayer_l1", "gpu.num_sms=1", "model.num_sms=1")
+    assert row["time_us"] > 0

@@ -12,7 +12,8 @@ runs on the shard after the whole ReduceScatter.
 AG-GEMM: the LN shard travels the ring by DMA pushes, row block by row block; the consumer GEMM is
 N row-chunk GEMMs, chunk i (shard g - i) waiting per row block for its arrival.
 The trigger programs run as one-warp blocks beside the GEMM (no SM issue slots for the data:
-the copy engine moves it).
+the copy engine moves it); standing for T3's tracker and trigger hardware, they take no
+registers (as CAIS's gates), so they never keep a GEMM tile off its SM.
 """
 from __future__ import annotations
 
@@ -59,13 +60,13 @@ class T3Lowering(Lowering):
         # and a push waits for that (T3 adds both in the memory controller; here the store and
         # the add are ordered instead).
         ready = self.b.flags(f"{rs.name}.ready", G * R)
-        ki, p = self.b.kernel(f"{rs.name}.ready", R, 1, threads=32, regs=32)
+        ki, p = self.b.kernel(f"{rs.name}.ready", R, 1, threads=32, regs=0)
         nxt = affine(1, g=1, mod=G)
         for s in range(1, G):
             p.ins(isa.FLAG_WAIT, buffer=trackers, addr=affine(8 * R * s, bx=8), value=gx)
             p.ins(isa.FLAG_SIGNAL, buffer=ready, addr=affine(8 * R * s, bx=8), value=1, scope=isa.REMOTE, peer=nxt)
         self.launch(rs, ki, self.b.stream(f"{rs.name}.ready", priority=100), after=after)
-        ki, p = self.b.kernel(f"{rs.name}.dma", R, 1, threads=32, regs=32)
+        ki, p = self.b.kernel(f"{rs.name}.dma", R, 1, threads=32, regs=0)
         prev = affine(G - 1, g=1, mod=G)
         row = affine(0, bx=TILE_ROWS * ldc)
         for s in range(G - 1):
@@ -94,7 +95,7 @@ class T3Lowering(Lowering):
         src = self.tensors[ag.source] if ag.source else self.tensor(f"{ag.name}.in", shard_rows * ldh)
         full = self.tensor(ag.name, ag.bytes)  # unicast: each push goes to one peer
         arrived = self.b.flags(f"{ag.name}.arrived", (G - 1) * R)
-        ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=32)
+        ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=0)
         nxt = affine(1, g=1, mod=G)
         block = affine(0, bx=TILE_ROWS * ldh)
         for s in range(G - 1):

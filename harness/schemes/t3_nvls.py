@@ -42,7 +42,7 @@ class T3NvlsLowering(T3Lowering):
         trackers = self.b.flags(f"{op.name}.tracker", G * R)
         self.gemm(op, self.main, out=partial, config=c, signal=Signal(trackers, "local", rows_per_flag=TILE_ROWS),
                   after=after)
-        ki, p = self.b.kernel(f"{rs.name}.dma", R, 1, threads=32, regs=32)
+        ki, p = self.b.kernel(f"{rs.name}.dma", R, 1, threads=32, regs=0)
         k = self.b.wl.kernels[ki]
         k.cais.enabled, k.cais.num_gpus = True, G  # push reductions the switch merges, N - 1 per line
         for j in range(G):  # shards g + 1, g + 2, ..., then the GPU's own
@@ -66,7 +66,7 @@ class T3NvlsLowering(T3Lowering):
         src = self.tensors[ag.source] if ag.source else self.tensor(f"{ag.name}.in", shard_rows * ldh)
         full = self.tensor(ag.name, ag.bytes, multicast=True)
         arrived = self.b.flags(f"{ag.name}.arrived", G * R)
-        ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=32)
+        ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=0)
         block = TILE_ROWS * ldh
         p.ins(isa.DMA_PUSH, buffer=full, addr=affine(0, g=shard_rows * ldh, bx=block), src_buffer=src,
               src_addr=affine(0, bx=block), rows=1, row_bytes=block)
