@@ -205,14 +205,17 @@ def check_shown(argv: list[str]) -> None:
             skip = True
         elif not a.startswith("-"):
             overrides.append(a)
-    if any(a in MULTIRUN for a in argv):
-        try:
-            points = sweep_points(overrides)
-        except Exception as exc:
-            raise ConfigError("", one_line(exc, overrides)) from None
-    else:
-        points = [overrides]
-    compose_all(points)
+    compose_all(_points(argv, overrides))
+
+
+def _points(argv: list[str], overrides: list[str]) -> list[list[str]]:
+    """The overrides of every point the command line runs: a -m sweep's, or the one run's."""
+    if not any(a in MULTIRUN for a in argv):
+        return [overrides]
+    try:
+        return sweep_points(overrides)
+    except Exception as exc:  # a malformed override: Hydra's parser says where
+        raise ConfigError("", one_line(exc, overrides)) from None
 
 
 def precheck(argv: list[str]) -> None:
@@ -222,14 +225,7 @@ def precheck(argv: list[str]) -> None:
         if any(a in SHOWS_CONFIG or a.startswith("--cfg=") for a in argv) and "--hydra-help" not in argv:
             check_shown(argv)
         return
-    overrides = [a for a in argv if not a.startswith("-")]
-    if any(a in MULTIRUN for a in argv):
-        try:
-            points = sweep_points(overrides)
-        except Exception as exc:  # a malformed override: Hydra's parser says where
-            raise ConfigError("", one_line(exc, overrides)) from None
-    else:
-        points = [overrides]
+    points = _points(argv, [a for a in argv if not a.startswith("-")])
     cfgs = compose_all(points)
     check_appended(points[0])
     if any(a in MULTIRUN for a in argv):

@@ -91,12 +91,6 @@ class CaisBaseLowering(Lowering):
             p.ins(isa.FLAG_WAIT, buffer=arrived, addr=affine(0, bx=8), value=(G - 1) * c.tm * per_row)
         return self.launch(rs, ki)
 
-    def shard_of(self, ag: Collective) -> int:
-        """The buffer holding this GPU's rows of the tensor an AllGather assembles."""
-        if ag.source:
-            return self.tensors[ag.source]
-        return self.tensor(f"{ag.name}.in", ag.bytes // self.t.gpus)
-
     def ag_gemm(self, ag: Collective, op: Gemm) -> int:
         shard = self.shard_of(ag)
         self.tensors[ag.name] = shard

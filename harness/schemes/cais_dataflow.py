@@ -224,7 +224,7 @@ class CaisLowering(Lowering):
         shard_rows, ldh = ag.rows // G, ag.cols * ELEM
         R = self.row_blocks(ag.name, shard_rows)
         src_name = ag.source
-        src = self.tensors[src_name] if src_name else self.tensor(f"{ag.name}.in", shard_rows * ldh)
+        src = self.shard_of(ag)
         ready = self.b.flags(f"{ag.name}.ready", G * R)
         ki, p = self.waiter(f"{ag.name}.publish", R)  # row block by of this GPU's shard is written
         flag = affine(0, g=8 * R, by=8)

@@ -52,6 +52,13 @@ class Lowering:
             return self.tensors[op.deps[0]]
         return self.tensor(f"{op.name}.in", nbytes)
 
+    def shard_of(self, ag: Collective) -> int:
+        """The buffer holding this GPU's rows of the tensor an AllGather assembles: its source's
+        output (Collective.source), or a fresh input shard."""
+        if ag.source:
+            return self.tensors[ag.source]
+        return self.tensor(f"{ag.name}.in", ag.bytes // self.t.gpus)
+
     def out_of(self, op: Op) -> int:
         if isinstance(op, Gemm):
             return self.tensor(op.name, op.M * op.N * ELEM, multicast=op.out_partial)

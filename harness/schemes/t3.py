@@ -92,7 +92,7 @@ class T3Lowering(Lowering):
         G, ldh = self.t.gpus, ag.cols * ELEM
         shard_rows = ag.rows // G
         R = self._rows(ag.name, shard_rows)
-        src = self.tensors[ag.source] if ag.source else self.tensor(f"{ag.name}.in", shard_rows * ldh)
+        src = self.shard_of(ag)
         full = self.tensor(ag.name, ag.bytes)  # unicast: each push goes to one peer
         arrived = self.b.flags(f"{ag.name}.arrived", (G - 1) * R)
         ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=0)

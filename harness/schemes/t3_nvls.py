@@ -63,7 +63,7 @@ class T3NvlsLowering(T3Lowering):
         G, ldh = self.t.gpus, ag.cols * ELEM
         shard_rows = ag.rows // G
         R = self._rows(ag.name, shard_rows)
-        src = self.tensors[ag.source] if ag.source else self.tensor(f"{ag.name}.in", shard_rows * ldh)
+        src = self.shard_of(ag)
         full = self.tensor(ag.name, ag.bytes, multicast=True)
         arrived = self.b.flags(f"{ag.name}.arrived", G * R)
         ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=0)
