@@ -9,6 +9,9 @@ results.csv has every op's kernels with their start and end (earliest start, lat
 GPUs); stats.csv every engine statistic (bytes by packet type per GPU, per-link flits). With the
 merge unit on (net.features has cais_merge) the row also has its summary: table high-water marks,
 hits, misses, evictions, timeouts, bypasses and the first-to-last wait (harness/merge_stats.py).
+A functional run (net.functional=true) checks every collective's result on every GPU
+(harness/functional_check.py) and counts the checks in functional_checks; a wrong value fails
+the run.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
-from harness import schemes
+from harness import functional_check, schemes
 from harness.errors import ConfigError
 from harness.merge_stats import merge_summary
 from harness.results import write_csv_atomic
@@ -104,6 +107,9 @@ def run_with_result(cfg: DictConfig, out_dir: Path) -> tuple[pd.DataFrame, SimRe
     lowered = spec.lower(graph, Target(gpus, int(cfg.gpu.num_sms), bool(cfg.net.functional)), params)
     result = run_system(cfg, workload=lowered.workload.SerializeToString(), overrides={"host.gpu_model": "hopper"})
     stats = result.stats
+    checks = None
+    if bool(cfg.net.functional):  # the values every collective left, on every GPU (before any file is written)
+        checks = functional_check.check(dict(zip(stats["name"], stats["value"])), lowered.expectations, gpus)
     kt = kernel_times(stats, lowered)
     write_csv_atomic(out_dir / "stats.csv", stats, exact=True)
     write_csv_atomic(out_dir / "series.csv", result.series)
@@ -128,6 +134,8 @@ def run_with_result(cfg: DictConfig, out_dir: Path) -> tuple[pd.DataFrame, SimRe
         if m and value:
             key = f"bytes_{m.group(1).lower()}"
             row[key] = row.get(key, 0) + int(value)
+    if checks is not None:
+        row["functional_checks"] = checks
     if "cais_merge" in str(cfg.net.features).split(","):
         row.update(merge_summary(stats))  # table high-water marks, hits ... bypasses, waits
     return pd.DataFrame([row]), result

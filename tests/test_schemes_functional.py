@@ -7,6 +7,9 @@ pushes and in-switch reductions, and LayerNorm writes g + 1 into its shard. So a
 reduction every element is sum(g + 1) = 36, and a gathered row block holds its owner's g + 1.
 The engine reports each buffer's sum, min, max and an order-sensitive hash per GPU; numpy
 computes the same four numbers from the expected contents (harness/gpu/functional.py).
+Every functional layer run also checks each collective's result itself
+(harness/functional_check.py); the tests below check it does, and the paths (merging,
+eviction, timeouts, coordination steps) that need a particular configuration.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness import schemes
 from harness.gpu import functional
 
 from conftest import run_cli
@@ -35,46 +39,52 @@ def _check(stats, gpu: int, buffer: str, values: np.ndarray) -> None:
     assert functional.engine_summary(stats, gpu, buffer) == functional.summary(values), f"gpu{gpu} {buffer}"
 
 
-def _gathered(gpu: int, own: float | None = None) -> np.ndarray:
-    """[T, H] row blocks of T/G rows, block k holding k + 1 (own: what GPU `gpu`'s block holds)."""
-    v = np.repeat(np.arange(1, G + 1, dtype=float), T // G)[:, None] * np.ones((1, H))
-    if own is not None:
-        v[gpu * T // G:(gpu + 1) * T // G] = own
-    return v
+def _gathered(gpu: int) -> np.ndarray:
+    """[T, H] row blocks of T/G rows, block k holding k + 1."""
+    return np.repeat(np.arange(1, G + 1, dtype=float), T // G)[:, None] * np.ones((1, H))
 
 
-@pytest.mark.parametrize("scheme,buffer", [("tp_nvls", "out_proj"), ("coconet_nvls", "out_proj"),
-                                           ("coconet", "out_proj"), ("fuselib", "reduce_out_proj"),
-                                           ("fuselib_nvls", "reduce_out_proj")])
-def test_allreduce_schemes_leave_the_sum_on_every_gpu(engines, tmp_path, scheme, buffer):
-    stats = _stats(tmp_path, scheme, "workload=sublayer_l1")
-    for g in range(G):
-        _check(stats, g, buffer, np.full(T * H, float(SUM)))
+@pytest.mark.parametrize("scheme", schemes.available())
+def test_every_scheme_checks_its_own_collectives_in_a_training_layer(engines, tmp_path, scheme):
+    """A functional run checks every collective's result buffer on every GPU itself
+    (harness/functional_check.py) and fails on a wrong value; the row counts the checks.
+    Every scheme but LADM (which has no collectives) has at least its four forward and
+    backward reductions checked on all 8 GPUs; LADM its four weight-gradient reductions."""
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", "phase=training", "workload=layer", f"out_dir={out}")
+    row = pd.read_csv(out / "results.csv").iloc[0]
+    assert row["functional_checks"] >= 4 * G
 
 
-def test_sp_nvls_reduce_scatters_then_gathers(engines, tmp_path):
-    stats = _stats(tmp_path, "sp_nvls", "workload=sublayer_l1")
-    for g in range(G):
-        _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))  # the RS shard
-        _check(stats, g, "ag_ln2", _gathered(g))                             # LN shards, gathered
+def test_the_self_check_fails_a_wrong_value_naming_the_collective_gpu_and_buffer():
+    """The check compares sum, min, max and an order-sensitive hash: one element off, or the
+    right values in the wrong blocks, fails."""
+    from harness.errors import SimulationError
+    from harness.functional_check import Gathered, Reduced, check
+
+    n = 64
+    good = {f"gpu{g}.mem.{k}": v for g in range(G) for k, v in
+            [(f"red.{s}", x) for s, x in functional.summary(np.full(n, float(SUM))).items()] +
+            [(f"src.{s}", x) for s, x in functional.summary(np.full(4, g + 1.0)).items()] +
+            [(f"ag.{s}", x) for s, x in functional.summary(_gathered_small(g)).items()]}
+    expect = {"rs": Reduced("red", n), "ag": Gathered("ag", "src", G * 2, 3)}
+    assert check(good, expect, G) == 2 * G
+
+    one_off = np.full(n, float(SUM))
+    one_off[5] -= 1
+    bad = dict(good, **{f"gpu3.mem.red.{s}": x for s, x in functional.summary(one_off).items()})
+    with pytest.raises(SimulationError, match=r"'rs' left wrong values in red on gpu3: sum 2303 \(expected 2304\)"):
+        check(bad, expect, G)
+
+    swapped = _gathered_small(2)[::-1].copy()  # the same values, blocks in reverse order
+    bad = dict(good, **{f"gpu2.mem.ag.{s}": x for s, x in functional.summary(swapped).items()})
+    with pytest.raises(SimulationError, match="'ag' left wrong values in ag on gpu2: same sum, min and max"):
+        check(bad, expect, G)
 
 
-def test_t3_ring_reduce_scatter_and_dma_gather(engines, tmp_path):
-    """T3's partial buffer after its ring: GPU g pushes shard (g + 1 + s) to g - 1 at step s,
-    which adds it to its own; the gather fills every shard but the GPU's own (its first
-    row-chunk GEMM reads the LN output directly)."""
-    stats = _stats(tmp_path, "t3", "workload=sublayer_l1")
-    val = np.array([[g + 1.0] * G for g in range(G)])  # val[g][k]: shard k on GPU g
-    for s in range(G - 1):
-        sends = [(g, (g + 1 + s) % G) for g in range(G)]
-        adds = [((g - 1) % G, k, val[g][k]) for g, k in sends]
-        for p, k, v in adds:
-            val[p][k] += v
-    for g in range(G):
-        assert val[g][g] == SUM
-        partial = np.repeat(val[g], T // G)[:, None] * np.ones((1, H))
-        _check(stats, g, "out_proj", partial)
-        _check(stats, g, "ag_ln2", _gathered(g, own=0.0))
+def _gathered_small(gpu: int) -> np.ndarray:
+    """[G * 2, 3]: two rows per GPU, block k holding k + 1."""
+    return np.repeat(np.arange(1, G + 1, dtype=float), 2)[:, None] * np.ones((1, 3))
 
 
 @pytest.mark.parametrize("skew", ["default", "0"])
@@ -151,19 +161,6 @@ def test_cais_reduces_exactly_with_each_coordination_step_on_and_off(engines, tm
     sync_on = "scheme.pre_launch_sync=false" not in steps or "scheme.pre_access_sync=false" not in steps
     assert (syncs > 0) == sync_on
     assert _merge_stat(stats, "merged_writes") > 0
-
-
-@pytest.mark.parametrize("scheme", ["cais", "cais_wo_coord", "cais_partial"])
-def test_cais_schemes_reduce_and_gather_exactly_in_a_training_layer(engines, tmp_path, scheme):
-    """Every ReduceScatter's shard is the sum; the copied gathers hold block k = k + 1: the
-    output gradient of the layer before, gathered from LN1 backward's shards (the re-gathers
-    are ld.cais in the weight gradients' K loops: no buffer holds them)."""
-    stats = _stats(tmp_path, scheme, "phase=training", "workload=layer")
-    for g in range(G):
-        for rs in ("reduce_attn", "reduce_ffn", "reduce_ffn1_dgrad", "reduce_qkv_dgrad"):
-            _check(stats, g, rs, np.full(T // G * H, float(SUM)))
-        _check(stats, g, "ag_dy_ffn", _gathered(g))  # LN1 backward's shards (it writes g + 1)
-        _check(stats, g, "ag_dy_attn", _gathered(g))
 
 
 def test_cais_stays_exact_when_a_shrunk_merge_table_evicts_and_times_out(engines, tmp_path):

@@ -78,7 +78,8 @@ class NetParams:
     into one quarter for loads and the rest for reductions; responses keep their half
     (docs/DESIGN_NOTES.md, "VC buffers")."""
     functional: bool = False
-    """Packets carry payload values (functional checking of in-switch reductions)."""
+    """Packets carry payload values and GPUs keep them: a layer run then checks every collective's
+    result on every GPU (harness/functional_check.py)."""
     features: str = ""
     """Enabled switch features, comma-separated, in call order (e.g. ``nvls,group_sync,cais_merge``)."""
     stats_bin_ns: float = 1000.0

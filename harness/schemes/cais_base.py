@@ -94,6 +94,7 @@ class CaisBaseLowering(Lowering):
     def ag_gemm(self, ag: Collective, op: Gemm) -> int:
         shard = self.shard_of(ag)
         self.tensors[ag.name] = shard
+        self.expect(ag.name, None)  # the GEMM's tiles load the owners' rows: no buffer holds the gathered tensor
         self.barrier(ag.name)
         rows = op.M // self.t.gpus  # a shard that is not whole tiles: 128-row tiles, the last one an edge tile
         c = plan(op.M, op.N, op.K, self.t.num_sms, BLOCK_ROWS) if rows % BLOCK_ROWS else None

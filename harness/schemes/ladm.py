@@ -15,6 +15,11 @@ fetches its B tile again: spec A7's open choice, recorded in docs/SCHEMES.md.
 """
 from __future__ import annotations
 
+from functools import partial
+
+import numpy as np
+
+from harness.functional_check import Computed, reduced_value
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import layer_ops
 from harness.kernels.builder import affine
@@ -50,6 +55,15 @@ def attention_kv_peer(queries: int, gpus: int):
     return peer
 
 
+def _reduced_at_home(M: int, N: int, home: int, gpus: int, gpu: int) -> np.ndarray:
+    """A weight gradient's rows at their home GPU in a functional run: the sum of every GPU's
+    partial on the rows it is home to (rows g x home onward, within M), zero past them."""
+    rows = np.clip(M - gpu * home, 0, home)
+    out = np.zeros((home, N))
+    out[:rows] = reduced_value(gpus)
+    return out
+
+
 @register("ladm", partition="sp", params=SchemeParams,
           summary="LADM: logical kernels over all GPUs, row-bound TBs, remote weight loads, no collectives")
 def lower(graph, target, params: SchemeParams):
@@ -61,6 +75,7 @@ def lower(graph, target, params: SchemeParams):
         if isinstance(op, Collective):  # row-bound blocks keep every activation where it is used
             if op.source:
                 lw.tensors[op.name] = lw.tensors[op.source]
+            lw.expect(op.name, None)  # nothing is reduced or gathered
             continue
         if isinstance(op, Gemm):
             M, N, K = logical_shape(op, G)
@@ -70,6 +85,7 @@ def lower(graph, target, params: SchemeParams):
                 home = home_rows(M, N, K, G, target.num_sms)
                 out = lw.tensor(op.name, home * N * ELEM)
                 ki, _ = gemm_kernel.gemm(lw.b, op.name, M, N, K, a=a, w=w, out=out, sink=Sink("red_cais", home))
+                lw.expect(op.name, Computed(lw.b.wl.buffers[out].name, partial(_reduced_at_home, M, N, home, G)))
             else:
                 out = lw.tensor(op.name, M * N * ELEM)
                 ki, _ = gemm_kernel.gemm(lw.b, op.name, M, N, K, a=a, w=w, out=out, w_owner_rows=N // G)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness import functional_check
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import layer_ops, nvls
 from harness.kernels.builder import Stream, WorkloadBuilder
@@ -30,6 +31,9 @@ class Target:
 class Lowered:
     workload: object                                   # isa.Workload
     op_launches: dict[str, list[int]] = field(default_factory=dict)
+    expectations: dict[str, functional_check.Expectation | None] = field(default_factory=dict)
+    """Per collective (and any op a lowering describes), what a functional run leaves in its
+    result buffer (None: no buffer holds it)."""
 
 
 class Lowering:
@@ -39,6 +43,7 @@ class Lowering:
         self.main = self.b.stream("main")
         self.tensors: dict[str, int] = {}
         self.op_launches: dict[str, list[int]] = {}
+        self.expectations: dict[str, functional_check.Expectation | None] = {}
 
     # ---- tensors
     def tensor(self, name: str, nbytes: int, multicast: bool = False) -> int:
@@ -75,8 +80,20 @@ class Lowering:
         self.op_launches.setdefault(op if isinstance(op, str) else op.name, []).append(li)
         return li
 
+    def expect(self, op: str, expectation: functional_check.Expectation | None) -> None:
+        """What op `op` leaves in a functional run: a collective whose kind's rule does not say it,
+        or another op that moves values between GPUs (None: nothing to check, e.g. a scheme that
+        needs no collective there)."""
+        self.expectations[op] = expectation
+
     def finish(self) -> Lowered:
-        return Lowered(self.b.wl, self.op_launches)
+        names = {i: b.name for i, b in enumerate(self.b.wl.buffers)}
+        elements = {b.name: b.bytes // ELEM for b in self.b.wl.buffers}
+        expect = dict(self.expectations)
+        for op in self.g.ops:
+            if isinstance(op, Collective) and op.name not in expect:
+                expect[op.name] = functional_check.default_expectation(op, elements, self.tensors, names, self.t.gpus)
+        return Lowered(self.b.wl, self.op_launches, expect)
 
     # ---- ops no scheme changes
     def gemm(self, op: Gemm, stream: Stream | None = None, *, source=gemm_kernel.Source(),

@@ -17,7 +17,12 @@ registers (as CAIS's gates), so they never keep a GEMM tile off its SM.
 """
 from __future__ import annotations
 
+import functools
 import math
+
+import numpy as np
+
+from harness.functional_check import Computed, Gathered
 from harness.gpu.isa_text import isa
 from harness.kernels.builder import affine, rotated
 from harness.kernels.gemm import Signal, plan
@@ -27,6 +32,18 @@ from harness.workload.graph import Collective, Gemm, Norm
 from harness.workload.models import ELEM_BYTES as ELEM
 
 TILE_ROWS = 128
+
+
+def ring_partials(gpus: int, shard_rows: int, cols: int, gpu: int) -> np.ndarray:
+    """GPU `gpu`'s partial buffer after the ring ReduceScatter of a functional run: every GPU
+    starts with g + 1 everywhere; at step s GPU g adds its shard (g + 1 + s) into GPU g - 1's, so
+    each GPU's own shard ends with the sum and the others with what passed through."""
+    val = np.array([[g + 1.0] * gpus for g in range(gpus)])  # val[g][k]: shard k on GPU g
+    for s in range(gpus - 1):
+        adds = [((g - 1) % gpus, (g + 1 + s) % gpus, val[g][(g + 1 + s) % gpus]) for g in range(gpus)]
+        for dst, k, v in adds:
+            val[dst][k] += v
+    return np.repeat(val[gpu], shard_rows)[:, None] * np.ones((1, cols))
 
 
 class T3Lowering(Lowering):
@@ -80,6 +97,7 @@ class T3Lowering(Lowering):
         p.ins(isa.FLAG_WAIT, buffer=trackers, addr=affine(8 * R * (G - 1), bx=8), value=gx)  # own tiles of own shard
         p.ins(isa.FLAG_WAIT, buffer=steps, addr=affine(8 * R * (G - 2), bx=8), value=1)    # the others' sum of it
         self.tensors[rs.name] = partial
+        self.expect(rs.name, Computed(self.b.wl.buffers[partial].name, functools.partial(ring_partials, G, shard_rows, op.N)))
         return self.launch(rs, ki, self.dma, after=after), shard_rows * ldc
 
     def push_step(self, p, buf: int, rows, peer, nbytes: int) -> None:
@@ -94,6 +112,8 @@ class T3Lowering(Lowering):
         R = self._rows(ag.name, shard_rows)
         src = self.shard_of(ag)
         full = self.tensor(ag.name, ag.bytes)  # unicast: each push goes to one peer
+        # the GPU's own block is never pushed to it: its first row-chunk GEMM reads the shard itself
+        self.expect(ag.name, Gathered(ag.name, self.b.wl.buffers[src].name, ag.rows, ag.cols, own=0.0))
         arrived = self.b.flags(f"{ag.name}.arrived", (G - 1) * R)
         ki, p = self.b.kernel(f"{ag.name}.dma", R, 1, threads=32, regs=0)
         nxt = affine(1, g=1, mod=G)
