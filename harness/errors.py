@@ -28,6 +28,10 @@ class EngineError(CaisError):
         self.stderr_tail = stderr_tail
 
 
+class EngineTimeout(EngineError):
+    """Engines that should have answered did not within their time (hung, or never started)."""
+
+
 class SimulationError(CaisError):
     """The simulation itself broke an invariant (deadlock, bytes lost, ...)."""
 

@@ -19,7 +19,7 @@ from harness.cosim.channel_zmq import ZmqChannel
 from harness.cosim.partition import Partition, partition
 from harness.cosim.process import EngineProcess, make_log_dir
 from harness.cosim.runner import Coordinator, SimResult
-from harness.errors import ConfigError, EngineError
+from harness.errors import ConfigError, EngineError, EngineTimeout
 from harness.protocol import cosim as pb
 
 __all__ = ["simulate", "launch", "SimResult", "partition", "to_param_value", "TRANSPORTS", "resolve_transport"]
@@ -115,8 +115,8 @@ def launch(names: list[str], *, transport: str = DEFAULT_TRANSPORT, tcp_host: st
         # Hello from every engine (they connect on their own schedule).
         try:
             coord.gather("ready", list(range(len(procs))), timeout_ms=int(connect_timeout_s * 1000))
-        except EngineError as exc:
-            if launcher != "manual" or "no answer" not in str(exc):
+        except EngineTimeout as exc:
+            if launcher != "manual":
                 raise
             raise EngineError(exc.engine, f"did not connect within {connect_timeout_s:g} s "
                               "(cosim.connect_timeout_s): start each with its command above", None) from None

@@ -24,7 +24,7 @@ import pandas as pd
 from harness.cosim import cancel, progress
 from harness.cosim.channel_errors import BadMessage, ChannelError
 from harness.cosim.process import EngineProcess, describe_exit
-from harness.errors import ConfigError, EngineError, SimulationError
+from harness.errors import ConfigError, EngineError, EngineTimeout, SimulationError
 from harness.protocol import cosim as pb
 
 NEVER = 2**64 - 1
@@ -117,7 +117,7 @@ class Coordinator:
                 if time.monotonic() > deadline:
                     names = ", ".join(self.engines[i].name for i in sorted(waiting))
                     first = self.engines[min(waiting)]
-                    raise EngineError(names, f"no answer within {budget_ms / 1000:.1f} s (hung?)", first.stderr_tail())
+                    raise EngineTimeout(names, f"no answer within {budget_ms / 1000:.1f} s (hung?)", first.stderr_tail())
                 got = self.channel.poll(slice_s, False)
                 if got is not None:
                     return got
