@@ -6,13 +6,36 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "cais/errors.h"
 
 namespace cais::net {
 
+namespace {
+
+// The read/write request-reply scheme's integer keys with BookSim's defaults (write_fraction is
+// the one double): BookSim reads them only with use_read_write = 1, which is not modelled, so
+// any value of their type is accepted.
+constexpr std::pair<const char*, const char*> kReadWriteIntKeys[] = {
+    {"read_request_begin_vc", "0"}, {"read_request_end_vc", "5"},   {"write_request_begin_vc", "2"},
+    {"write_request_end_vc", "7"},  {"read_reply_begin_vc", "8"},   {"read_reply_end_vc", "13"},
+    {"write_reply_begin_vc", "10"}, {"write_reply_end_vc", "15"},   {"read_request_subnet", "0"},
+    {"read_reply_subnet", "0"},     {"write_request_subnet", "0"},  {"write_reply_subnet", "0"},
+    {"read_request_size", "1"},     {"write_request_size", "1"},    {"read_reply_size", "1"},
+    {"write_reply_size", "1"},
+};
+
+std::map<std::string, std::string> with_read_write_keys(std::map<std::string, std::string> keys) {
+  for (const auto& [key, value] : kReadWriteIntKeys) keys.emplace(key, value);
+  keys.emplace("write_fraction", "0.5");
+  return keys;
+}
+
+}  // namespace
+
 const std::map<std::string, std::string>& booksim_supported_keys() {
-  static const std::map<std::string, std::string> keys{
+  static const std::map<std::string, std::string> keys = with_read_write_keys({
       {"topology", "fly"},
       {"k", "8"},
       {"n", "1"},
@@ -71,29 +94,10 @@ const std::map<std::string, std::string>& booksim_supported_keys() {
       {"print_csv_results", "0"},
       {"watch_out", std::string()},
       {"stats_out", std::string()},
-      // The read/write request-reply scheme's keys: BookSim reads them only with use_read_write = 1,
-      // which is not modelled, so any value of their type is accepted (to_configure).
-      {"read_request_begin_vc", "0"},
-      {"read_request_end_vc", "5"},
-      {"write_request_begin_vc", "2"},
-      {"write_request_end_vc", "7"},
-      {"read_reply_begin_vc", "8"},
-      {"read_reply_end_vc", "13"},
-      {"write_reply_begin_vc", "10"},
-      {"write_reply_end_vc", "15"},
-      {"read_request_subnet", "0"},
-      {"read_reply_subnet", "0"},
-      {"write_request_subnet", "0"},
-      {"write_reply_subnet", "0"},
-      {"read_request_size", "1"},
-      {"write_request_size", "1"},
-      {"read_reply_size", "1"},
-      {"write_reply_size", "1"},
-      {"write_fraction", "0.5"},
       // Not BookSim's: packet-level allocator calibration (net.sw_alloc_patience), used with
       // hold_switch_for_packet = 1.
       {"sw_alloc_patience", "2"},
-  };
+  });
   return keys;
 }
 
@@ -404,12 +408,7 @@ proto::Configure BooksimConfig::to_configure() const {
     get_double(key);
   for (const char* key : {"perm_seed", "deadlock_warn_timeout"}) get_int(key);
   // The read/write scheme's keys (use_read_write = 0: unused, but of BookSim's type).
-  for (const char* key : {"read_request_begin_vc", "read_request_end_vc", "write_request_begin_vc",
-                          "write_request_end_vc", "read_reply_begin_vc", "read_reply_end_vc", "write_reply_begin_vc",
-                          "write_reply_end_vc", "read_request_subnet", "read_reply_subnet", "write_request_subnet",
-                          "write_reply_subnet", "read_request_size", "write_request_size", "read_reply_size",
-                          "write_reply_size"})
-    get_int(key);
+  for (const auto& [key, value] : kReadWriteIntKeys) get_int(key);
   get_double("write_fraction");
   require(*this, "topology", {"fly"});
   if (get_int("n") != 1) throw ConfigError("n", "only n = 1 (a single k-port router) is supported");
