@@ -113,3 +113,21 @@ def test_cais_schemes_reduce_gather_and_count_exactly_with_a_partial_row_block(e
     if scheme in ("cais", "cais_partial"):  # throttled: every mergeable line acked, none left outstanding
         acks = sum(stats[f"gpu{g}.mergeable.red_ack_lines"] for g in range(G))
         assert acks == sum(v for k, v in stats.items() if k.startswith("gpu") and k.endswith(".tx.CAIS_RED.packets"))
+
+
+@pytest.mark.parametrize("scheme", ["tp_nvls", "sp_nvls", "coconet", "coconet_nvls", "ladm"])
+def test_the_other_schemes_run_edge_shards_and_check_their_values(engines, tmp_path, scheme):
+    """160 rows per GPU: the schemes that clip edge tiles run a training layer and its functional
+    self-check passes (LADM's per-GPU GEMMs of 160 token rows end in an edge tile: unclipped, its
+    tiles read and wrote past their buffers, which every run now refuses)."""
+    out = tmp_path / scheme
+    run_cli(*EDGE, f"scheme={scheme}", "phase=training", "workload=layer", "net.functional=true", f"out_dir={out}")
+    assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] > 0
+
+
+@pytest.mark.parametrize("scheme", ["t3", "t3_nvls", "fuselib", "fuselib_nvls"])
+def test_schemes_that_move_whole_tiles_refuse_edge_shards_by_name(engines, tmp_path, scheme):
+    proc = run_cli(*EDGE, f"scheme={scheme}", "workload=sublayer_l1", f"out_dir={tmp_path}", check=False)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"cais-sim: error: model: scheme '{scheme}' moves ") and "160 rows per GPU" in lines[0]

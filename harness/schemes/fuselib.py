@@ -48,6 +48,7 @@ def _slice_rows(lw: Lowering, op: Gemm, owner_rows: int):
     G = lw.t.gpus
     if c.tm % G:
         raise ValueError(f"{op.name}: tile rows {c.tm} do not split over {G} GPUs")
+    lw.require_whole_tiles(owner_rows, c.tm, f"each owner's rows of '{op.name}'")
     return c, c.tm // G
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness import functional_check
+from harness.errors import ConfigError
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import layer_ops, nvls
 from harness.kernels.builder import Stream, WorkloadBuilder
@@ -38,12 +39,20 @@ class Lowered:
 
 class Lowering:
     def __init__(self, graph: Graph, target: Target, scheme: str):
-        self.g, self.t = graph, target
+        self.g, self.t, self.scheme = graph, target, scheme
         self.b = WorkloadBuilder(f"{scheme}.{graph.name}", target.gpus, target.num_sms, target.functional)
         self.main = self.b.stream("main")
         self.tensors: dict[str, int] = {}
         self.op_launches: dict[str, list[int]] = {}
         self.expectations: dict[str, functional_check.Expectation | None] = {}
+
+    def require_whole_tiles(self, rows: int, tile: int, what: str) -> None:
+        """A scheme that moves each GPU's rows in whole tiles refuses a shard that is not (the
+        edge tiles other schemes clip); one line naming the model, as a user sees the cause."""
+        if rows % tile:
+            raise ConfigError("model", f"scheme '{self.scheme}' moves {what} in whole {tile}-row tiles, but tokens / "
+                              f"GPUs gives {rows} rows per GPU (system.gpus={self.t.gpus}); allowed: a model and GPU "
+                              f"count with a multiple of {tile} rows per GPU")
 
     # ---- tensors
     def tensor(self, name: str, nbytes: int, multicast: bool = False) -> int:

@@ -53,8 +53,7 @@ class T3Lowering(Lowering):
         self.chunk_streams = [self.b.stream(f"chunk{i}", priority=50 - i) for i in range(target.gpus)]
 
     def _rows(self, op_name: str, shard_rows: int) -> int:
-        if shard_rows % TILE_ROWS:
-            raise ValueError(f"{op_name}: shard of {shard_rows} rows is not whole {TILE_ROWS}-row blocks")
+        self.require_whole_tiles(shard_rows, TILE_ROWS, f"the shards of '{op_name}'")
         return shard_rows // TILE_ROWS
 
     def gemm_rs(self, op: Gemm, rs: Collective, after: tuple[int, ...]) -> tuple[int, int]:

@@ -20,6 +20,25 @@ std::int64_t BlockExecutor::eval(const Tb& tb, const isa::Affine& a) const {
   return eval_affine(a, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank), tb.loops.data(), tb.depth);
 }
 
+void BlockExecutor::check_extent(const Tb& tb, const LaunchState& L, const isa::Instr& ins, std::uint32_t buffer,
+                                 const isa::Affine& addr, const char* what) const {
+  const std::uint64_t rows = tile_rows(ins, tb.bx, tb.by, static_cast<std::int64_t>(ctx_.rank), tb.loops.data(), tb.depth);
+  if (rows == 0 || ins.row_bytes() == 0) return;
+  const std::int64_t off = eval(tb, addr);
+  const std::uint64_t stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
+  const std::uint64_t size = ctx_.wl.buffers()[buffer].b->bytes();
+  const std::uint64_t last_row = static_cast<std::uint64_t>(off) + (rows - 1) * stride;
+  const std::uint64_t end = last_row + ins.row_bytes();
+  // A strided tile's rows may overhang the matrix's last columns: a GEMM's edge tiles move their
+  // mean in-bounds extent (harness/gpu/kernels.py, _tile_rows), so only its rows must lie inside.
+  if (off >= 0 && (stride > ins.row_bytes() ? last_row < size : end <= size)) return;
+  throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " block (" +
+                       std::to_string(tb.bx) + ", " + std::to_string(tb.by) + "): " + what + isa::Opcode_Name(ins.op()) +
+                       " of " + std::to_string(rows) + " x " + std::to_string(ins.row_bytes()) + " B at offset " +
+                       std::to_string(off) + " reaches byte " + std::to_string(end) + " of buffer " +
+                       quote(ctx_.wl.buffers()[buffer].b->name()) + " (" + std::to_string(size) + " B)");
+}
+
 void BlockExecutor::wake_at(std::uint32_t tbi, TimePs t) {
   Tb& tb = ctx_.sched->tb(tbi);
   ctx_.schedule(t, kTbStep, tbi, ++tb.seq);
@@ -236,6 +255,8 @@ bool BlockExecutor::exec_memory(std::uint32_t tbi, const isa::Instr& ins) {
   const bool unicast_remote = ins.op() == isa::LD_REMOTE || ins.op() == isa::ST_REMOTE || ins.op() == isa::LD_CAIS ||
                               ins.op() == isa::RED_CAIS || ins.op() == isa::RED_REMOTE || (is_dma(ins.op()) && !mc_push);
   const bool multimem = ins.op() == isa::MM_LD_REDUCE || ins.op() == isa::MM_ST || ins.op() == isa::MM_RED || mc_push;
+  check_extent(tb, L, ins, ins.buffer(), ins.addr(), "");
+  if (is_dma(ins.op())) check_extent(tb, L, ins, ins.src_buffer(), ins.src_addr(), "source of a ");
   const auto peer = unicast_remote ? static_cast<std::uint32_t>(eval(tb, ins.peer())) : ctx_.rank;
   if (unicast_remote && peer >= ctx_.wl.proto().num_gpus())
     throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " peer " +

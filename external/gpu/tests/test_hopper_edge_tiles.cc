@@ -72,5 +72,47 @@ TEST(HopperEdgeTiles, TheFieldsAreRefusedWhereTheyMeanNothing) {
   EXPECT_THROW(m2.configure(make_config(wl2, 1, false)), ConfigError);
 }
 
+// Every run, timing-only too, refuses a tile whose rows leave its buffer (X is 1 MiB): a
+// lowering that sized a buffer or a tile grid wrongly fails at its first such instruction.
+void expect_extent_error(const isa::Workload& wl, std::uint32_t gpus, const std::string& part) {
+  try {
+    run(wl, gpus, gpus > 1);
+    FAIL() << "no error";
+  } catch (const InvariantError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(HopperEdgeTiles, ALoadPastItsBufferIsAnErrorInATimingRun) {
+  auto wl = one_kernel(1, 2);  // block 1's 4 rows of 64 KiB from 832 KiB end 64 KiB past X
+  auto* ld = mem(wl, isa::LD, 4, 1 << 16, 1 << 16);
+  ld->mutable_addr()->set_block_x(832 << 10);
+  expect_extent_error(wl, 1, "kernel 'k' pc 0 block (1, 0): LD of 4 x 65536 B at offset 851968 reaches byte 1114112 "
+                             "of buffer 'X' (1048576 B)");
+}
+
+TEST(HopperEdgeTiles, ARemoteStoreAndADmaSourcePastTheirBuffersAreErrors) {
+  auto wl = one_kernel(2, 1);
+  wl.mutable_launches(0)->add_gpus(0);
+  mem(wl, isa::ST_REMOTE, 1, 64, 0, (1 << 20) - 32, 1);
+  expect_extent_error(wl, 2, "ST_REMOTE of 1 x 64 B at offset 1048544");
+  auto wl2 = one_kernel(2, 1);
+  wl2.mutable_launches(0)->add_gpus(0);
+  auto* push = mem(wl2, isa::DMA_PUSH, 1, 4096, 0, 0, 1);
+  push->mutable_src_addr()->set_base((1 << 20) - 1024);
+  expect_extent_error(wl2, 2, "source of a DMA_PUSH");
+}
+
+TEST(HopperEdgeTiles, AStridedTilesLastRowMayOverhangTheColumnsButNotTheRows) {
+  // A GEMM's edge tile moves its mean in-bounds extent from its own column offset, so its last
+  // row may reach past the matrix's last column (harness/gpu/kernels.py, _tile_rows).
+  auto wl = one_kernel();
+  mem(wl, isa::LD, 4, 512, 1 << 18, (1 << 18) - 256);  // rows at 256 KiB - 256 + k x 256 KiB: the last ends 256 B past
+  EXPECT_GT(run(wl).stats["end"], 0);
+  auto wl2 = one_kernel();
+  mem(wl2, isa::LD, 5, 512, 1 << 18, (1 << 18) - 256);  // a fifth row starts past the end
+  expect_extent_error(wl2, 1, "LD of 5 x 512 B");
+}
+
 }  // namespace
 }  // namespace cais::gpu

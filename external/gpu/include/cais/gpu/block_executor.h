@@ -47,6 +47,11 @@ class BlockExecutor {
   bool exec_control(Tb& tb, const LaunchState& L, const isa::Instr& ins);
   bool exec_compute(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_memory(std::uint32_t tbi, const isa::Instr& ins);
+  // Every memory instruction in every run: the rows it moves lie inside `buffer` (an error names
+  // the kernel, pc, block and buffer otherwise; functional runs check element by element too).
+  // A strided tile's last row may overhang the columns (a GEMM edge tile's mean extent).
+  void check_extent(const Tb& tb, const LaunchState& L, const isa::Instr& ins, std::uint32_t buffer,
+                    const isa::Affine& addr, const char* what) const;
   void exec_local_memory(std::uint32_t tbi, const isa::Instr& ins);
   // Rounds of register loads (kernels with loads_via_l1): a load of `bytes` joins the block's
   // open round (or opens one) and returns when the round can end (LocalMemory::warp_round_end);

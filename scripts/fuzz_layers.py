@@ -1,0 +1,116 @@
+"""Random layer runs with values: every scheme on the test models under random knobs, each run
+functional (net.functional=true), so that it checks every collective's result on every GPU itself
+(harness/functional_check.py).
+
+Each point must finish (its self-check passed) or be refused with one line naming a key. A wrong
+value, a deadlock, an internal error, an error of several lines or a run past the time limit is
+a finding: its command line and message go to the findings file. Points are drawn from a seeded
+generator, so `--seed S --runs N` repeats a campaign exactly.
+
+    .venv/bin/python scripts/fuzz_layers.py --runs 200 --jobs 2 --seed 1 [--findings FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import schemes  # noqa: E402
+
+CAIS = ("cais", "cais_partial", "cais_wo_coord", "cais_base")
+FINDING_WORDS = ("internal error", "functional check", "deadlock", "Traceback", "no answer", "did not finish")
+# A refusal names the key (scheme.channels, net.features, model, ...), from the harness or an engine.
+REFUSAL = re.compile(r"cais-sim: error: (engine [\w, ]+: )?([a-z_]+(\.[a-z_0-9]+)*|[a-z_]+=\S+): ")
+
+
+def draw(rng: random.Random) -> list[str]:
+    """One point: a scheme, a test model, a phase and workload, and knobs at random."""
+    scheme = rng.choice(schemes.available())
+    phase = rng.choice(["inference", "training"])
+    workloads = ["layer", "sublayer_l1", "sublayer_l2"] + (["sublayer_l3", "sublayer_l4"] if phase == "training" else [])
+    # coordinated CAIS deadlocks on 2-4 SMs, as a GPU would (docs/SCHEMES.md, asymmetric overlap)
+    sms = rng.choice([8, 16, 33, 66] if scheme in ("cais", "cais_partial") else [3, 4, 8, 16, 33, 66, 66])
+    point = [f"scheme={scheme}", f"model={rng.choice(['tiny', 'tiny_edge'])}", f"phase={phase}",
+             f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"gpu.num_sms={sms}", f"model.num_sms={sms}",
+             f"seed={rng.randrange(1000)}"]
+    optional = {
+        "gpu.bulk_lines": [1, 2, 4, 8, 16],
+        "gpu.launch_skew_ns": [0, 2000, 50000],
+        "net.internal_speedup": [1, 2],
+        "net.vc_depth_flits": [160, 256, 512],
+    }
+    if scheme in CAIS or scheme == "t3_nvls":
+        optional.update({"net.cais_merge.table_entries": [4, 16, 64, 320],
+                         "net.cais_merge.timeout_ns": [100, 1000, 20000]})
+    if scheme in ("cais", "cais_partial", "cais_wo_coord"):
+        optional.update({f"scheme.{k}": ["true", "false"] for k in ("pre_launch_sync", "pre_access_sync", "throttle")})
+    if scheme in ("coconet", "coconet_nvls"):
+        optional.update({"scheme.chunks": [1, 2, 4, 8], "scheme.channels": [1, 2, 16]})
+    if scheme in ("tp_nvls", "sp_nvls"):
+        optional["scheme.channels"] = [1, 4, 16]
+    if scheme in ("fuselib", "fuselib_nvls"):
+        optional["scheme.reduce_threads"] = [32, 128, 1024]
+    for key, values in optional.items():
+        if rng.random() < 0.4:
+            value = rng.choice(values)
+            if key == "net.cais_merge.table_entries":
+                point.append(f"net.cais_merge.table_bytes={128 * value}")
+            point.append(f"{key}={value}")
+    return point
+
+
+def run(point: list[str], timeout_s: float) -> tuple[str, str, float]:
+    """(verdict, message, seconds): ok | refused | finding."""
+    with tempfile.TemporaryDirectory(prefix="fuzz_layers.") as out:
+        cmd = [str(ROOT / ".venv/bin/cais-sim"), *point, "net.functional=true", "cache.enabled=false", f"out_dir={out}"]
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return "finding", f"no result within {timeout_s:g} s", time.monotonic() - t0
+        took = time.monotonic() - t0
+    if p.returncode == 0:
+        return "ok", "", took
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    message = lines[-1] if lines else f"exit {p.returncode} and no message"
+    if len(lines) != 1 or any(w in p.stderr for w in FINDING_WORDS) or not REFUSAL.match(message):
+        return "finding", "\n".join(lines[-6:]), took
+    return "refused", message, took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    ap.add_argument("--findings", type=Path, default=Path("fuzz_layers_findings.txt"))
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    points = [draw(rng) for _ in range(args.runs)]
+    counts = {"ok": 0, "refused": 0, "finding": 0}
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for i, (point, (verdict, message, took)) in enumerate(
+                zip(points, pool.map(lambda pt: run(pt, args.timeout), points))):
+            counts[verdict] += 1
+            print(f"{i:4d} {verdict:8s} {took:6.1f}s {' '.join(point)}" + (f"\n     {message}" if message else ""),
+                  flush=True)
+            if verdict == "finding":
+                with args.findings.open("a") as f:
+                    f.write(f"cais-sim {' '.join(point)} net.functional=true\n{message}\n\n")
+    print(f"{args.runs} points: {counts['ok']} ran and checked, {counts['refused']} refused, "
+          f"{counts['finding']} findings" + (f" (in {args.findings})" if counts["finding"] else ""))
+    return 1 if counts["finding"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
