@@ -202,3 +202,12 @@ def test_cais_without_throttling_posts_red_cais_unacked(engines, tmp_path):
     assert not any(".mergeable." in k for k in stats)
     for g in range(G):
         _check(stats, g, "reduce_out_proj", np.full(T // G * H, float(SUM)))
+
+
+def test_ladm_attention_keeps_a_gpus_several_sequences_apart(engines, tmp_path):
+    """LADM's attention runs a GPU's own token rows of every head: 256 rows of 128-token
+    sequences here, as MegaGPT-4B's 2048 rows of 1024. Its query and output tiles are addressed
+    per head by those rows, not by the sequence length (which overlapped the heads and ran past
+    the buffers, an engine error in every run now), and the run's self-check passes."""
+    stats = _stats(tmp_path, "ladm", "model.seq_len=128", "model.batch=16", "phase=training", "workload=layer")
+    assert stats["gpu0.kernel0.attn.end"] > 0

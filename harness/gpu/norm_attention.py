@@ -93,8 +93,10 @@ ATTN_TILE = 128
 
 
 def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causal: bool = True,
-                      backward: bool = False, kv_peer=None) -> None:
+                      backward: bool = False, kv_peer=None, q_rows: int = 0) -> None:
     """The program of one attention block (query tile bx of head by); see attention().
+    q_rows: query rows per head in q and o (default S; LADM: a GPU's token rows, more than one
+    sequence when it holds several).
     backward: FlashAttention-2's backward per key tile recomputes S = QK^T and computes dP = dO V^T,
     dV += P^T dO, dK += dS^T Q, dQ += dS K: five mmas where the forward has two (about 2.5x the
     FLOPs, spec A1), with dO loaded beside Q and dQ stored beside O. kv_peer: K/V tiles are plain
@@ -104,9 +106,10 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
     trips = (nt + 1) // 2 if causal else nt
     dp = max(16, math.ceil(D / 16) * 16)
     row = D * ELEM
-    p.ins(isa.LD, buffer=q, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
+    per_head = (q_rows or S) * row
+    p.ins(isa.LD, buffer=q, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)
     if backward:
-        p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
+        p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)
     p.loop(trips)
     kv_op = dict(op=isa.LD) if kv_peer is None else dict(op=isa.LD_REMOTE, peer=kv_peer, read_only=True)
     p.ins(buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row, **kv_op)
@@ -122,4 +125,4 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
         p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
         p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
     p.end()
-    p.ins(isa.ST, buffer=o, addr=affine(0, bx=tq * row, by=S * row), rows=tq, row_bytes=row)
+    p.ins(isa.ST, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)

@@ -34,14 +34,17 @@ def attention(b: WorkloadBuilder, name: str, batch_heads: int, seq: int, head_di
     smem = (tq * dp + 4 * tq * dp) * ELEM
     ki, p = b.kernel(name, math.ceil((queries or seq) / tq), batch_heads, threads=256,
                      regs=224 if not backward else 255, smem=smem)
-    norm_attention.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward, kv_peer=kv_peer)
+    norm_attention.attention_program(p, q, kv, o, seq, head_dim, causal=True, backward=backward, kv_peer=kv_peer,
+                                     q_rows=max(seq, queries))
     return ki
 
 
 def attention_buffers(b: WorkloadBuilder, prefix: str, batch_heads: int, seq: int, head_dim: int,
-                      backward: bool = False) -> tuple[int, int, int]:
+                      backward: bool = False, queries: int = 0) -> tuple[int, int, int]:
     """q, kv, and the output: O forward; backward dQ, dK, dV side by side (what the QKV dgrad
-    GEMM reads), dO loaded from its first third."""
+    GEMM reads), dO loaded from its first third. queries: as attention()'s (q and O hold that
+    many rows per head when it exceeds seq)."""
     per = batch_heads * seq * head_dim * ELEM
-    return (b.buffer(f"{prefix}.q", per), b.buffer(f"{prefix}.kv", 2 * per),
-            b.buffer(f"{prefix}.o", 3 * per if backward else per))
+    per_q = batch_heads * max(seq, queries) * head_dim * ELEM
+    return (b.buffer(f"{prefix}.q", per_q), b.buffer(f"{prefix}.kv", 2 * per),
+            b.buffer(f"{prefix}.o", 3 * per_q if backward else per_q))

@@ -94,7 +94,7 @@ def lower(graph, target, params: SchemeParams):
             batch = tokens // op.seq
             heads = op.batch_heads * G // batch
             queries = tokens // G
-            q, kv, o = layer_ops.attention_buffers(lw.b, op.name, heads, op.seq, op.head_dim, op.backward)
+            q, kv, o = layer_ops.attention_buffers(lw.b, op.name, heads, op.seq, op.head_dim, op.backward, queries)
             lw.tensors[op.name] = o
             ki = layer_ops.attention(lw.b, op.name, heads, op.seq, op.head_dim, q=q, kv=kv, o=o, backward=op.backward,
                                      queries=queries, kv_peer=attention_kv_peer(queries, G))
