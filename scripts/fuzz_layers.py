@@ -37,8 +37,10 @@ def draw(rng: random.Random) -> list[str]:
     scheme = rng.choice(schemes.available())
     phase = rng.choice(["inference", "training"])
     workloads = ["layer", "sublayer_l1", "sublayer_l2"] + (["sublayer_l3", "sublayer_l4"] if phase == "training" else [])
-    # coordinated CAIS deadlocks on 2-4 SMs, as a GPU would (docs/SCHEMES.md, asymmetric overlap)
-    sms = rng.choice([8, 16, 33, 66] if scheme in ("cais", "cais_partial") else [3, 4, 8, 16, 33, 66, 66])
+    # CAIS's pipeline with its group syncs (on in cais and cais_partial, drawn for cais_wo_coord)
+    # deadlocks on 2-4 SMs, as a GPU would (docs/SCHEMES.md, asymmetric overlap)
+    pipeline = scheme in ("cais", "cais_partial", "cais_wo_coord")
+    sms = rng.choice([8, 16, 33, 66] if pipeline else [3, 4, 8, 16, 33, 66, 66])
     point = [f"scheme={scheme}", f"model={rng.choice(['tiny', 'tiny_edge'])}", f"phase={phase}",
              f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"gpu.num_sms={sms}", f"model.num_sms={sms}",
              f"seed={rng.randrange(1000)}"]

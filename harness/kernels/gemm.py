@@ -165,8 +165,10 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
                            row_shard) if r]
     row_multiple = math.gcd(*sharded) if sharded else 0
     c = config or plan(M, N, K, num_sms or b.num_sms, row_multiple)
-    if not row_multiple and not shard and not source.along_k and M % c.tm:
-        row_multiple = M  # M rows that are not whole tiles: one shard, its last tile an edge tile
+    if not row_multiple and not shard and not source.along_k and M > c.tm and M % c.tm:
+        # M rows over several tiles, not whole ones: one shard, its last tile a clipped edge tile
+        # (one tile of M rows already moves just its rows: the mean extent below)
+        row_multiple = M
     edge = bool(row_multiple) and row_multiple % c.tm != 0  # the shard ends in an edge tile
     if row_multiple and not edge and M % c.tm:
         raise ValueError(f"gemm '{name}': tile rows {c.tm} must divide the row shard {row_multiple} and M {M}")
