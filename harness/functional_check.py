@@ -10,10 +10,10 @@ min, max and an order-sensitive hash per GPU (harness/gpu/functional.py); the ex
 are built with numpy and compared on all four, so a misplaced block or a double-counted
 contribution fails as surely as a missing one.
 
-A lowering states what each collective leaves (:class:`Lowering.expect`); a collective whose
-result is in a buffer named after it and that no lowering described gets the rule of its kind
-(:func:`default_expectation`). Collectives that leave no buffer (a gather read straight into a
-GEMM's K loop) are listed as unchecked.
+A collective whose result is in the buffer named after it gets the rule of its kind
+(:func:`default_expectation`); a lowering states what it leaves where that rule does not hold
+(`Lowering.expect`). A collective that leaves no buffer (a gather read straight into a GEMM's
+K loop) has nothing to check; the count of checks in results.csv says how many were made.
 """
 from __future__ import annotations
 

@@ -27,11 +27,11 @@ void BlockExecutor::check_extent(const Tb& tb, const LaunchState& L, const isa::
   const std::int64_t off = eval(tb, addr);
   const std::uint64_t stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
   const std::uint64_t size = ctx_.wl.buffers()[buffer].b->bytes();
-  const std::uint64_t last_row = static_cast<std::uint64_t>(off) + (rows - 1) * stride;
-  const std::uint64_t end = last_row + ins.row_bytes();
-  // A strided tile's rows may overhang the matrix's last columns: a GEMM's edge tiles move their
-  // mean in-bounds extent (harness/gpu/kernels.py, _tile_rows), so only its rows must lie inside.
-  if (off >= 0 && (stride > ins.row_bytes() ? last_row < size : end <= size)) return;
+  const std::uint64_t end = static_cast<std::uint64_t>(off) + (rows - 1) * stride + ins.row_bytes();
+  // A strided tile (a GEMM's A, B or C tile) may overhang the matrix's edge: an edge tile moves
+  // its mean in-bounds extent from its own row and column offset (harness/gpu/kernels.py,
+  // _tile_rows), so it must start inside; a contiguous range must fit whole.
+  if (off >= 0 && (stride > ins.row_bytes() ? static_cast<std::uint64_t>(off) < size : end <= size)) return;
   throw InvariantError(ctx_.name() + ": kernel " + quote(L.dk->k->name()) + " pc " + std::to_string(tb.pc) + " block (" +
                        std::to_string(tb.bx) + ", " + std::to_string(tb.by) + "): " + what + isa::Opcode_Name(ins.op()) +
                        " of " + std::to_string(rows) + " x " + std::to_string(ins.row_bytes()) + " B at offset " +

@@ -84,7 +84,7 @@ void expect_extent_error(const isa::Workload& wl, std::uint32_t gpus, const std:
 }
 
 TEST(HopperEdgeTiles, ALoadPastItsBufferIsAnErrorInATimingRun) {
-  auto wl = one_kernel(1, 2);  // block 1's 4 rows of 64 KiB from 832 KiB end 64 KiB past X
+  auto wl = one_kernel(1, 2);  // block 1's 4 contiguous rows of 64 KiB from 832 KiB end 64 KiB past X
   auto* ld = mem(wl, isa::LD, 4, 1 << 16, 1 << 16);
   ld->mutable_addr()->set_block_x(832 << 10);
   expect_extent_error(wl, 1, "kernel 'k' pc 0 block (1, 0): LD of 4 x 65536 B at offset 851968 reaches byte 1114112 "
@@ -103,15 +103,15 @@ TEST(HopperEdgeTiles, ARemoteStoreAndADmaSourcePastTheirBuffersAreErrors) {
   expect_extent_error(wl2, 2, "source of a DMA_PUSH");
 }
 
-TEST(HopperEdgeTiles, AStridedTilesLastRowMayOverhangTheColumnsButNotTheRows) {
-  // A GEMM's edge tile moves its mean in-bounds extent from its own column offset, so its last
-  // row may reach past the matrix's last column (harness/gpu/kernels.py, _tile_rows).
+TEST(HopperEdgeTiles, AStridedTileMayOverhangTheMatrixEdgeButMustStartInside) {
+  // A GEMM's edge tile moves its mean in-bounds extent from its own row and column offset, so
+  // it may reach past the matrix's last row or column (harness/gpu/kernels.py, _tile_rows).
   auto wl = one_kernel();
-  mem(wl, isa::LD, 4, 512, 1 << 18, (1 << 18) - 256);  // rows at 256 KiB - 256 + k x 256 KiB: the last ends 256 B past
+  mem(wl, isa::LD, 8, 512, 1 << 18, (1 << 18) - 256);  // rows from 256 KiB - 256, every 256 KiB: 4 inside
   EXPECT_GT(run(wl).stats["end"], 0);
   auto wl2 = one_kernel();
-  mem(wl2, isa::LD, 5, 512, 1 << 18, (1 << 18) - 256);  // a fifth row starts past the end
-  expect_extent_error(wl2, 1, "LD of 5 x 512 B");
+  mem(wl2, isa::LD, 2, 512, 1 << 18, 1 << 20);  // starts at the end
+  expect_extent_error(wl2, 1, "LD of 2 x 512 B at offset 1048576");
 }
 
 }  // namespace

@@ -47,9 +47,9 @@ class BlockExecutor {
   bool exec_control(Tb& tb, const LaunchState& L, const isa::Instr& ins);
   bool exec_compute(std::uint32_t tbi, const isa::Instr& ins);
   bool exec_memory(std::uint32_t tbi, const isa::Instr& ins);
-  // Every memory instruction in every run: the rows it moves lie inside `buffer` (an error names
-  // the kernel, pc, block and buffer otherwise; functional runs check element by element too).
-  // A strided tile's last row may overhang the columns (a GEMM edge tile's mean extent).
+  // Every memory instruction in every run: a contiguous range lies inside `buffer`, a strided
+  // tile starts inside it (a GEMM edge tile's mean extent may overhang the matrix's edge); an
+  // error names the kernel, pc, block and buffer otherwise. Functional runs check every element.
   void check_extent(const Tb& tb, const LaunchState& L, const isa::Instr& ins, std::uint32_t buffer,
                     const isa::Affine& addr, const char* what) const;
   void exec_local_memory(std::uint32_t tbi, const isa::Instr& ins);
