@@ -42,7 +42,8 @@ def draw(rng: random.Random) -> list[str]:
     pipeline = scheme in ("cais", "cais_partial", "cais_wo_coord")
     sms = rng.choice([8, 16, 33, 66] if pipeline else [3, 4, 8, 16, 33, 66, 66])
     point = [f"scheme={scheme}", f"model={rng.choice(['tiny', 'tiny_edge'])}", f"phase={phase}",
-             f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"gpu.num_sms={sms}", f"model.num_sms={sms}",
+             f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"system.gpus={rng.choice([2, 4, 8, 8])}",
+             f"gpu.num_sms={sms}", f"model.num_sms={sms}",
              f"seed={rng.randrange(1000)}"]
     optional = {
         "gpu.bulk_lines": [1, 2, 4, 8, 16],

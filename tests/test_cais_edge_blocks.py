@@ -58,6 +58,28 @@ def test_whole_block_shards_carry_no_edge_fields():
     assert not any(i.HasField("rows_in_bounds") or i.HasField("value_of_block") for k in wl.kernels for i in k.program)
 
 
+def test_a_gemm_of_columns_not_whole_tiles_clips_its_last_column_of_tiles():
+    """model=tiny on 4 GPUs: QKV is 192 columns per GPU, a 128-column tile and a 64-column edge
+    tile. The edge tile stores 128 B of each row (in_bytes) and loads 64 rows of the weights
+    (in_rows on bx), so the tiles together store exactly M x N x 2 bytes inside the matrix;
+    N of one tile or of whole tiles carries no clip."""
+    wl = _lower("tp_nvls", "tiny", 4, "inference", "layer")
+    qkv = _kernel(wl, "qkv")
+    (st,) = [i for i in qkv.program if i.op == isa.ST]
+    w_lds = [i for i in qkv.program if i.op == isa.LD and i.HasField("rows_in_bounds")]  # the K loop's B loads
+    assert qkv.grid_x == 2 and st.row_bytes == 256 and st.row_stride == 192 * 2
+    widths = [min(st.row_bytes, eval_affine(st.row_bytes_in_bounds, bx=bx)) for bx in range(2)]
+    assert widths == [256, 128]
+    rows = st.rows  # every row tile is whole: 1024 tokens in 128-row tiles
+    assert sum(widths) * rows * qkv.grid_y == 1024 * 192 * 2
+    assert w_lds and {tuple(min(i.rows, eval_affine(i.rows_in_bounds, bx=bx)) for bx in range(2)) for i in w_lds} \
+        in ({(128, 64)}, {(64, 32)})  # 64 / 32: a 2-CTA cluster's halves
+    whole = _lower("tp_nvls", "tiny", 8, "inference", "layer")
+    assert not any(i.HasField("row_bytes_in_bounds") for k in whole.kernels for i in k.program)
+    text = format_isa(wl)
+    assert "in_bytes=[" in text and format_isa(parse_isa(text)) == text
+
+
 def test_edge_fields_round_trip_through_the_text_form():
     wl = _lower("cais", "tiny_edge", 8, "inference", "sublayer_l1")
     text = format_isa(wl)

@@ -56,6 +56,32 @@ def test_every_scheme_checks_its_own_collectives_in_a_training_layer(engines, tm
     assert row["functional_checks"] >= 4 * G
 
 
+@pytest.mark.parametrize("scheme", schemes.available())
+def test_every_scheme_stays_exact_on_4_gpus_where_gemms_end_in_column_edge_tiles(engines, tmp_path, scheme):
+    """On 4 GPUs model=tiny's QKV GEMM is 192 columns per GPU: a 128-column tile and a clipped
+    64-column edge tile (Instr.row_bytes_in_bounds). Its stores and the weight loads of that
+    tile stay inside the matrix, so the run checks every collective like the 8-GPU one; with a
+    mean-extent edge tile (both tiles 96 columns wide from their own offsets) the last tile's
+    last row ran past the buffer, and a reduction's overhang would add into the next row."""
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", "phase=training", "workload=layer", "system.gpus=4", f"out_dir={out}")
+    row = pd.read_csv(out / "results.csv").iloc[0]
+    assert row["gpus"] == 4 and row["functional_checks"] >= 4 * 4
+
+
+@pytest.mark.parametrize("scheme,seq,batch", [("tp_nvls", 64, 16), ("ladm", 64, 16), ("cais", 192, 8)])
+def test_attention_over_sequences_that_are_not_whole_tiles_stays_in_its_buffers(engines, tmp_path, scheme, seq, batch):
+    """A sequence of 64 tokens (less than one 128-row attention tile) or 192 (one and a half):
+    the last query and key tiles of each head move only their rows (Instr.rows_in_bounds), so
+    the run stays inside q, kv and o, whose heads lie back to back (a whole tile read the next
+    head's rows, and the last head's ran past the buffer: an engine error), and checks its
+    collectives."""
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", "phase=training", "workload=layer", f"model.seq_len={seq}",
+            f"model.batch={batch}", f"out_dir={out}")
+    assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] >= 4 * G
+
+
 def test_the_self_check_fails_a_wrong_value_naming_the_collective_gpu_and_buffer():
     """The check compares sum, min, max and an order-sensitive hash: one element off, or the
     right values in the wrong blocks, fails."""

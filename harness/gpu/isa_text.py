@@ -31,7 +31,8 @@ Instructions: ``MNEMONIC[.nc][.async] key=value ... [; comment]`` (``.nc``: a re
 workloads (isa.proto Instr.reg): ``reg=N`` on a load, store, reduction, push or alu and
 ``src_reg=N`` on an alu (``alu reg=1 src_reg=2``: register 1 += register 2).
 Edge tiles: ``in_rows=[...]`` on a memory op clips its rows per block (isa.proto
-Instr.rows_in_bounds), ``wait_for=[...]`` gives a flag.wait a per-block threshold (value_of_block). Affine expressions are written in
+Instr.rows_in_bounds), ``in_bytes=[...]`` each row's bytes (Instr.row_bytes_in_bounds),
+``wait_for=[...]`` gives a flag.wait a per-block threshold (value_of_block). Affine expressions are written in
 brackets: ``[c0 + c1*bx + c2*by + c3*g + c4*L0 + c5*L1 ... % m]`` (L0 = outermost loop).
 Buffers are referred to by name.
 """
@@ -67,7 +68,7 @@ _INT_FIELDS = [("rows", "rows"), ("row_bytes", "row_bytes"), ("stride", "row_str
                ("m", "m"), ("n", "n"), ("k", "k"), ("elements", "elements"), ("value", "value"),
                ("count", "count"), ("reg", "reg"), ("src_reg", "src_reg")]
 _AFFINE_FIELDS = [("addr", "addr"), ("peer", "peer"), ("src_addr", "src_addr"), ("in_rows", "rows_in_bounds"),
-                  ("wait_for", "value_of_block")]
+                  ("in_bytes", "row_bytes_in_bounds"), ("wait_for", "value_of_block")]
 
 
 class IsaSyntaxError(CaisError):

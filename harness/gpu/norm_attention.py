@@ -107,14 +107,19 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
     dp = max(16, math.ceil(D / 16) * 16)
     row = D * ELEM
     per_head = (q_rows or S) * row
-    p.ins(isa.LD, buffer=q, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)
+    # a sequence (or a head's query rows) that is not whole 128-row tiles ends in an edge tile
+    # that moves only its rows, as TMA does; its mmas still run the whole tile
+    q_clip = {"rows_in_bounds": affine(q_rows or S, bx=-tq)} if (q_rows or S) % tq else {}
+    kv_clip = {"rows_in_bounds": affine(S, loops=(-tq,))} if S % tq else {}
+    p.ins(isa.LD, buffer=q, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row, **q_clip)
     if backward:
-        p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)
+        p.ins(isa.LD, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row, **q_clip)
     p.loop(trips)
     kv_op = dict(op=isa.LD) if kv_peer is None else dict(op=isa.LD_REMOTE, peer=kv_peer, read_only=True)
-    p.ins(buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row, **kv_op)
+    p.ins(buffer=kv, is_async=True, addr=affine(0, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row, **kv_op,
+          **kv_clip)
     p.ins(buffer=kv, is_async=True, addr=affine(S * row, by=2 * S * row, loops=(tq * row,)), rows=tq, row_bytes=row,
-          **kv_op)
+          **kv_op, **kv_clip)
     p.ins(isa.WAIT, count=0)
     p.ins(isa.MMA, m=tq, n=tq, k=dp, dtype=isa.BF16)
     p.ins(isa.ALU, elements=tq * tq, flops_per_element=6.0)
@@ -125,4 +130,4 @@ def attention_program(p: Program, q: int, kv: int, o: int, S: int, D: int, causa
         p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
         p.ins(isa.MMA, m=tq, n=dp, k=tq, dtype=isa.BF16)
     p.end()
-    p.ins(isa.ST, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row)
+    p.ins(isa.ST, buffer=o, addr=affine(0, bx=tq * row, by=per_head), rows=tq, row_bytes=row, **q_clip)

@@ -25,7 +25,12 @@ Result sinks (`Sink.kind`):
 A row-sharded GEMM whose shard is not whole tiles (Fig 17's 288 rows per GPU in 128-row tiles)
 gets CUTLASS's edge tiles: the grid is ceil(shard / tm) tiles per shard, so no tile straddles two
 owners, and each instruction that moves rows carries rows_in_bounds (isa.proto): the last tile
-of a shard moves only its in-bounds rows, as TMA's bounds check and a predicated epilogue do.
+of a shard moves only its in-bounds rows, as TMA's bounds check and a predicated epilogue do; a
+plain GEMM whose M spans several tiles, not whole ones, is one such shard. Where N spans several
+tiles, not whole ones, the last column of tiles is clipped the same way (its C columns,
+Instr.row_bytes_in_bounds, and its B rows). The mma of an edge tile is the mean over
+its tiles (harness.gpu.kernels, the calibrated model), so only which tile moves a byte differs
+from the mean-extent tiles of validate_kernels' GEMMs, not how many bytes move.
 After its store a block can signal a flag (`Signal`): a chunk counter on this GPU (CoCoNet's
 tile-status map) or a per-tile flag on the owner (FuseLib), so a communication kernel or the
 owner can wait for exactly the tiles it needs.
@@ -186,6 +191,19 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     if source.kind != "local" or edge:  # a remote tile is fetched whole (no TMA multicast across GPUs);
         a_rows = c.tm                    # an edge tile's A is the whole tile clipped to its rows
     tile_m = c.tm if edge else tm_eff  # rows a local store writes (an edge tile: clipped by in_rows)
+    # N over several tiles, not whole ones: the last column of tiles is clipped to the matrix (its
+    # B rows and C columns), as TMA does; one tile of N columns already moves just those
+    col_edge = gx > 1 and N % c.tn != 0
+    b_clip: dict = {}
+    c_clip: dict = {}
+    if col_edge:
+        share = c.cluster if c.tm <= c.tn else 1  # a cluster's CTAs share B's tile (_tile_rows)
+        b_rows = c.tn // share
+        in_b = affine(0)
+        in_b.quotient.add(base=N, block_x=-c.tn, divisor=share, scale=1)
+        b_clip = {"rows_in_bounds": in_b}
+        c_clip = {"row_bytes_in_bounds": affine(N * ELEM, bx=-c.tn * ELEM)}
+        tn_eff = c.tn
     a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
     if source.along_k and M % c.tm:
         raise ValueError(f"gemm '{name}': an operand sharded along K needs whole {c.tm}-row tiles of M {M}")
@@ -228,10 +246,10 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
             addr = affine(off, bx=c.tn * lda, loops=(step,))
             addr.quotient.add(block_x=c.tn, divisor=w_owner_rows, scale=-w_owner_rows * lda)
             p.ins(isa.LD_REMOTE, is_async=True, read_only=True, buffer=w, peer=peer, addr=addr, rows=b_rows,
-                  row_bytes=step, row_stride=lda)
+                  row_bytes=step, row_stride=lda, **b_clip)
         else:
             p.ins(isa.LD, is_async=True, buffer=w, addr=affine(off, bx=c.tn * lda, loops=(step,)),
-                  rows=b_rows, row_bytes=step, row_stride=lda)
+                  rows=b_rows, row_bytes=step, row_stride=lda, **b_clip)
 
     if wait is not None:
         p.ins(isa.FLAG_WAIT, buffer=wait[0], addr=wait[1], value=wait[2])
@@ -245,16 +263,16 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         if shard:
             c_addr = rotated(c_addr, shard[0] * ldc, b.gpus, shard[1])
         p.ins(isa.ST, buffer=out, addr=c_addr, rows=tile_m,
-              row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
+              row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped(dict(c_clip), in_rows))
     elif sink.kind in REDUCING_SINKS:
         p.ins(REDUCING_SINKS[sink.kind], buffer=out, peer=_owner(c.tm, sink.owner_rows),
               addr=_owner_terms(affine(0, bx=c.tn * ELEM), c.tm, sink.owner_rows, ldc),
-              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped(dict(c_clip), in_rows))
     elif sink.kind == "st_remote":  # slot g of the owner's staging buffer
         slot = sink.owner_rows * ldc
         p.ins(isa.ST_REMOTE, buffer=out, peer=_owner(c.tm, sink.owner_rows),
               addr=_owner_terms(affine(0, bx=c.tn * ELEM, g=slot), c.tm, sink.owner_rows, ldc),
-              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped({}, in_rows))
+              rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped(dict(c_clip), in_rows))
     if signal is not None:
         if signal.rows_per_flag:
             if signal.rows_per_flag % c.tm or (edge and signal.rows_per_flag != c.tm):

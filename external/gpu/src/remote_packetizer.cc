@@ -45,8 +45,8 @@ void RemotePacketizer::issue(std::uint32_t tbi, const isa::Instr& ins, std::uint
   op.fill_key = fill_key;
   op.op = ins.op();
   op.group = tb.group;
-  op.row_bytes = ins.row_bytes();
-  op.row_stride = ins.row_stride() ? ins.row_stride() : ins.row_bytes();
+  op.row_bytes = tile_row_bytes(ins, tb.bx, tb.by, ctx_.rank, tb.loops.data(), tb.depth);
+  op.row_stride = row_stride_of(ins);
   op.buffer = ins.buffer();
   op.elem_bytes = bufs[ins.buffer()].elem_bytes;
   op.value = ins.value() ? static_cast<double>(ins.value()) : static_cast<double>(ctx_.rank + 1);

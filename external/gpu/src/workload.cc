@@ -85,9 +85,12 @@ void decode_program(const isa::Workload& wl, const isa::Kernel& k, std::size_t g
       throw ConfigError("workload", where(i) + ": mma needs m, n, k");
     if (ins.has_rows_in_bounds() && (!has_buffer(ins.op()) || ins.op() == isa::FLAG_WAIT || ins.op() == isa::FLAG_SIGNAL))
       throw ConfigError("workload", where(i) + ": rows_in_bounds (in_rows) belongs to a memory op moving a tile");
+    if (ins.has_row_bytes_in_bounds() && (!has_buffer(ins.op()) || ins.op() == isa::FLAG_WAIT || ins.op() == isa::FLAG_SIGNAL))
+      throw ConfigError("workload", where(i) + ": row_bytes_in_bounds (in_bytes) belongs to a memory op moving a tile");
     if (ins.has_value_of_block() && ins.op() != isa::FLAG_WAIT)
       throw ConfigError("workload", where(i) + ": value_of_block (wait_for) belongs to a flag.wait");
-    for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer(), &ins.rows_in_bounds(), &ins.value_of_block()})
+    for (const isa::Affine* a : {&ins.addr(), &ins.src_addr(), &ins.peer(), &ins.rows_in_bounds(), &ins.row_bytes_in_bounds(),
+                                  &ins.value_of_block()})
       for (const isa::Quotient& q : a->quotient())
         if (q.divisor() <= 0) throw ConfigError("workload", where(i) + ": quotient term needs divisor > 0");
     if (ins.reg() > kMaxRegisters || ins.src_reg() > kMaxRegisters)

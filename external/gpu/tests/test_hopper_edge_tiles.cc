@@ -1,6 +1,7 @@
-// Edge tiles (isa.proto Instr.rows_in_bounds / value_of_block): a row shard that is not whole
-// tiles ends in a tile whose rows past the shard's end are not moved, and the flag.wait of that
-// partial row block expects its own count. Local and remote tiles move exactly their in-bounds
+// Edge tiles (isa.proto Instr.rows_in_bounds / row_bytes_in_bounds / value_of_block): a row
+// shard that is not whole tiles ends in a tile whose rows past the shard's end are not moved, a
+// matrix that is not whole tiles in columns in one whose columns past its last are not, and the
+// flag.wait of a partial row block expects its own count. Local and remote tiles move exactly their in-bounds
 // rows; a block whose bound is 0 moves nothing; the fields are refused where they mean nothing.
 #include <gtest/gtest.h>
 
@@ -47,6 +48,43 @@ TEST(HopperEdgeTiles, ARemoteEdgeTileSendsOnlyItsInBoundsRowsAndATileWhollyOutMo
   EXPECT_DOUBLE_EQ(sent, 5.0 * kShardRows * kRowBytes / 4);
 }
 
+// Columns: a 3 x 40-column matrix of 4-byte elements in tiles of 16 columns (16, 16, 8), every
+// tile 3 rows at the matrix's row stride; in_bytes = 160 - 64 bx (whole 32 B sectors).
+constexpr std::uint32_t kCols = 40, kTileCols = 16, kMatRows = 3, kElem = 4;
+
+void clip_columns(isa::Instr* i) {
+  i->mutable_row_bytes_in_bounds()->set_base(kCols * kElem);
+  i->mutable_row_bytes_in_bounds()->set_block_x(-static_cast<std::int64_t>(kTileCols * kElem));
+  i->mutable_addr()->set_block_x(kTileCols * kElem);
+}
+
+TEST(HopperEdgeTiles, AColumnEdgeTileStoresOnlyItsInBoundsColumns) {
+  auto wl = one_kernel(1, 3, true);
+  auto* st = mem(wl, isa::ST, kMatRows, kTileCols * kElem, kCols * kElem);
+  st->set_value(3);
+  clip_columns(st);
+  auto r = run(wl);
+  EXPECT_EQ(r.stats["gpu0.local.st_bytes"], kMatRows * kCols * kElem);
+  for (std::uint32_t e = 0; e < kMatRows * kCols; ++e) EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, e), 3.0) << e;
+  EXPECT_DOUBLE_EQ(r.gpu(0).mem_value(0, kMatRows * kCols), 0.0);  // nothing past the matrix
+  EXPECT_DOUBLE_EQ(r.stats["gpu0.mem.X.sum"], 3.0 * kMatRows * kCols);
+}
+
+TEST(HopperEdgeTiles, AColumnEdgeTileReducedRemotelySendsEachElementOnce) {
+  auto wl = one_kernel(2, 3, true);
+  wl.mutable_launches(0)->add_gpus(0);
+  auto* red = mem(wl, isa::RED_REMOTE, kMatRows, kTileCols * kElem, kCols * kElem, 0, 1);
+  red->set_value(1);
+  clip_columns(red);
+  add(wl, isa::BAR);
+  auto r = run(wl, 2, true);
+  EXPECT_EQ(r.stats["gpu0.tx.CAIS_RED.bytes"], kMatRows * kCols * kElem);
+  double sent = 0;
+  for (const auto& p : seen())
+    for (double v : p.values) sent += v;
+  EXPECT_DOUBLE_EQ(sent, 1.0 * kMatRows * kCols);
+}
+
 TEST(HopperEdgeTiles, AFlagWaitTakesItsBlocksThreshold) {
   // Every block adds 1 to flag 0, then block b waits for b + 1 (value_of_block); `value` 100
   // alone would never be reached, so the run ends only if the per-block threshold is used.
@@ -70,6 +108,10 @@ TEST(HopperEdgeTiles, TheFieldsAreRefusedWhereTheyMeanNothing) {
   mem(wl2, isa::ST, 1, 64, 0)->mutable_value_of_block()->set_base(1);
   HostedModel m2;
   EXPECT_THROW(m2.configure(make_config(wl2, 1, false)), ConfigError);
+  auto wl3 = one_kernel();
+  add(wl3, isa::FLAG_WAIT)->mutable_row_bytes_in_bounds()->set_base(8);
+  HostedModel m3;
+  EXPECT_THROW(m3.configure(make_config(wl3, 1, false)), ConfigError);
 }
 
 // Every run, timing-only too, refuses a tile whose rows leave its buffer (X is 1 MiB): a
@@ -112,6 +154,15 @@ TEST(HopperEdgeTiles, AStridedTileMayOverhangTheMatrixEdgeButMustStartInside) {
   auto wl2 = one_kernel();
   mem(wl2, isa::LD, 2, 512, 1 << 18, 1 << 20);  // starts at the end
   expect_extent_error(wl2, 1, "LD of 2 x 512 B at offset 1048576");
+}
+
+TEST(HopperEdgeTiles, AColumnClippedTileMustFitItsBufferWhole) {
+  // Without the clip the last tile's last row would reach 24 B past the matrix; clipped, a tile
+  // is held to its buffer like a contiguous range (no mean-extent overhang).
+  auto wl = one_kernel(1, 3);
+  auto* ld = mem(wl, isa::LD, 2, 256, 1 << 19, (1 << 20) - (1 << 19) - 128);  // the second row ends 128 B past X
+  ld->mutable_row_bytes_in_bounds()->set_base(256);
+  expect_extent_error(wl, 1, "LD of 2 x 256 B at offset 524160");
 }
 
 }  // namespace

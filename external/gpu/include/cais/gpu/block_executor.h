@@ -41,6 +41,9 @@ class BlockExecutor {
   };
   // An address (or peer) expression evaluated for block `tb`.
   std::int64_t eval(const Tb& tb, const isa::Affine& a) const;
+  // The rows and bytes per row a memory instruction moves for this block (edge tiles clipped).
+  std::uint32_t rows_of(const Tb& tb, const isa::Instr& ins) const;
+  std::uint32_t row_bytes_of(const Tb& tb, const isa::Instr& ins) const;
   void step(std::uint32_t tbi);
   void finish(std::uint32_t tbi);
   // One function per opcode family: true = go on with the next instruction.

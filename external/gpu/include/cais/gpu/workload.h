@@ -101,6 +101,19 @@ inline std::uint32_t tile_rows(const isa::Instr& ins, std::int64_t bx, std::int6
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(in, 0, rows));
 }
 
+// Bytes each row of a memory instruction moves for the block: `row_bytes`, clipped by
+// row_bytes_in_bounds when the instruction carries it (an edge tile's columns; may be 0). The
+// rows stay at their stride (row_stride, else the unclipped row_bytes).
+inline std::uint32_t tile_row_bytes(const isa::Instr& ins, std::int64_t bx, std::int64_t by, std::int64_t g,
+                                    const std::int64_t* loops, std::uint32_t depth) {
+  if (!ins.has_row_bytes_in_bounds()) return ins.row_bytes();
+  const std::int64_t in = eval_affine(ins.row_bytes_in_bounds(), bx, by, g, loops, depth);
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(in, 0, ins.row_bytes()));
+}
+
+// The stride between a memory instruction's rows: row_stride, else (contiguous rows) row_bytes.
+inline std::uint64_t row_stride_of(const isa::Instr& ins) { return ins.row_stride() ? ins.row_stride() : ins.row_bytes(); }
+
 std::uint32_t dtype_bytes(isa::DType d);
 // Copy-engine ops (a source buffer, the copy engine's issue queue).
 bool is_dma(isa::Opcode op);
