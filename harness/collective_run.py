@@ -13,6 +13,12 @@ workload=traffic): the reference these kernels are checked against (docs/VALIDAT
 results.csv: system, gpus, op, algo, bytes, channels, sim_time_us (from the first GPU's kernel
 start to the last GPU's kernel end), algbw_GBps and busbw_GBps (nccl-tests' formulas), and the
 payload bytes all GPUs sent per packet type; stats.csv and series.csv beside it.
+
+A functional run (net.functional=true) checks its own result: every GPU's input starts at its
+rank + 1 (isa.proto Buffer.init_rank, so no kernel runs before the collective and the times are
+the timing run's), and the tensor each GPU holds afterwards is compared with what the collective
+leaves (harness/functional_check.py; ring.functional_result for the ring's parts); a wrong value
+fails the run before any file is written, and results.csv counts the checks (functional_checks).
 """
 from __future__ import annotations
 
@@ -22,9 +28,11 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
+from harness import functional_check
 from harness.cosim import simulate
 from harness.errors import ConfigError
-from harness.experiments.validate_collectives import ALGOS, OPS, bus_factor, isa_span_us, isa_workload
+from harness.experiments.validate_collectives import ALGOS, OPS, bus_factor, isa_bytes, isa_span_us, isa_workload
+from harness.kernels import ring
 from harness.params.collective import CollectiveParams
 from harness.results import write_csv_atomic
 from harness.system import cosim_options, engine_params
@@ -75,6 +83,7 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
     res = simulate(topology.build(cfg.system), params, seed=int(cfg.seed), workload=workload, **cosim_options(cfg))
     st = res.stats
     time_us = isa_span_us(st, gpus, "collective", f"{c.algo} {c.op} of {c.bytes} bytes")  # before any file
+    checks = check_values(cfg, st, params) if bool(cfg.net.functional) else None
     write_csv_atomic(out_dir / "stats.csv", st, exact=True)
     write_csv_atomic(out_dir / "series.csv", res.series)
     algbw = int(c.bytes) / (time_us * 1e3)
@@ -84,4 +93,21 @@ def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
            "busbw_GBps": algbw * bus_factor(str(c.op), gpus)}
     for t in PACKET_TYPES:  # payload bytes all GPUs sent, per packet type
         out[f"bytes_{t.lower()}"] = int(st[st["name"].str.fullmatch(rf"gpu\d+\.tx\.{t}\.bytes")]["value"].sum())
+    if checks is not None:
+        out["functional_checks"] = checks
     return pd.DataFrame([out])
+
+
+def check_values(cfg: DictConfig, st: pd.DataFrame, params: dict) -> int:
+    """The tensor on every GPU against what the collective leaves there (each GPU's input was its
+    rank + 1); the number of GPUs checked. A difference is a SimulationError naming the GPU."""
+    c, gpus = cfg.collective, int(cfg.system.gpus)
+    channels = int(params["collective.nvls_channels" if c.algo == "nvls" else "collective.channels"])
+    nbytes = isa_bytes(int(c.bytes), channels, gpus)
+    if c.algo == "nvls":  # all_reduce in place on the multicast tensor
+        want = functional_check.Reduced("data", nbytes // 2)
+    else:
+        want = functional_check.Computed(
+            "data", lambda g: ring.functional_result(str(c.op), g, gpus, channels, nbytes))
+    stats = dict(zip(st["name"], st["value"]))
+    return functional_check.check(stats, {f"{c.algo} {c.op}": want}, gpus)

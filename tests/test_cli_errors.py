@@ -197,6 +197,23 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     assert not (tmp_path / "results.csv").exists()
 
 
+@pytest.mark.parametrize("scheme,gpus,expected", [
+    # FuseLib's owners each reduce 1/N of a tile's rows: it was an internal error (a ValueError)
+    ("fuselib", 6, "system.gpus: scheme 'fuselib' has each of the 6 GPUs reduce 1/6 of the rows of every 128-row "
+                   "tile of 'out_proj'; allowed: a GPU count that divides 128"),
+    ("fuselib_nvls", 3, "system.gpus: scheme 'fuselib_nvls' has each of the 3 GPUs reduce 1/3"),
+    ("fuselib", 16, "system.gpus: scheme 'fuselib' has the owner sum the 16 GPUs' partials in its 8 tile registers; "
+                    "allowed: at most 8 GPUs"),
+])
+def test_a_gpu_count_a_scheme_cannot_split_its_tiles_over_is_refused(tmp_path, scheme, gpus, expected):
+    model = {6: ["model.hidden=384", "model.heads=12", "model.ffn_hidden=1536", "model.seq_len=384", "model.batch=4"],
+             3: ["model.hidden=384", "model.heads=12", "model.ffn_hidden=1536", "model.seq_len=384", "model.batch=4"],
+             16: ["model.hidden=512", "model.heads=16", "model.ffn_hidden=2048", "model.batch=4"]}[gpus]
+    one_error_line(run_cli("model=tiny", *model, "system=dgx_h100_half", f"system.gpus={gpus}", f"scheme={scheme}",
+                           "workload=sublayer_l1", f"out_dir={tmp_path}", check=False, timeout=60), expected)
+    assert not (tmp_path / "results.csv").exists()
+
+
 @pytest.mark.parametrize("override,expected", [
     # both engine processes refuse it; whichever answers first is named
     ("gpu.smem_configs_kb=[8,4]", ("gpu.smem_configs_kb: rejected by engine engine",

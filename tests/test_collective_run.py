@@ -50,6 +50,43 @@ def test_an_nvls_all_reduce_moves_the_bytes_of_nccls_algorithm(tmp_path, engines
     assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * 7 / 8)
 
 
+@pytest.mark.parametrize("op, algo, system", [
+    ("all_reduce", "ring", "hgx_h200_4gpu"), ("reduce_scatter", "ring", "hgx_h200_4gpu"),
+    ("all_gather", "ring", "hgx_h200_2gpu"), ("all_reduce", "nvls", "hgx_h200_4gpu"),
+])
+def test_a_functional_run_checks_its_result_on_every_gpu_at_the_timing_runs_time(tmp_path, engines, cli, op, algo,
+                                                                                 system):
+    """net.functional=true: every GPU's input starts at rank + 1 (Buffer.init_rank), the run
+    compares the tensor each GPU holds afterwards with what the collective leaves, and counts
+    one check per GPU; nothing runs before the collective, so its time is the timing run's."""
+    keys = ["workload=collective", f"collective.op={op}", f"collective.algo={algo}", "collective.bytes=262144",
+            f"system={system}", "cache.enabled=false"] + (["net.features=nvls"] if algo == "nvls" else [])
+    cli(*keys, "net.functional=true", f"out_dir={tmp_path / 'f'}", env=_env(engines))
+    cli(*keys, f"out_dir={tmp_path / 't'}", env=_env(engines))
+    f, t = read_results(tmp_path / "f").iloc[0], read_results(tmp_path / "t").iloc[0]
+    assert f["functional_checks"] == f["gpus"] and "functional_checks" not in t
+    assert f["sim_time_us"] == t["sim_time_us"]
+
+
+def test_a_wrong_collective_result_fails_the_functional_run_naming_the_gpu():
+    """The check itself: a ring reduce_scatter expected where an all_reduce ran fails on GPU 0."""
+    import numpy as np
+
+    from harness import functional_check
+    from harness.errors import SimulationError
+    from harness.gpu import functional
+    from harness.kernels import ring
+
+    G, C, n = 2, 1, 2 * 2 * 128
+    ran = {g: ring.functional_result("all_reduce", g, G, C, n) for g in range(G)}
+    stats = {f"gpu{g}.mem.data.{k}": v for g in range(G) for k, v in functional.summary(ran[g]).items()}
+    functional_check.check(stats, {"ring all_reduce": functional_check.Computed("data", ran.__getitem__)}, G)
+    wrong = functional_check.Computed("data", lambda g: ring.functional_result("reduce_scatter", g, G, C, n))
+    with pytest.raises(SimulationError, match="'ring reduce_scatter' left wrong values in data on gpu0"):
+        functional_check.check(stats, {"ring reduce_scatter": wrong}, G)
+    assert np.all(ran[0] == 3.0)
+
+
 @pytest.mark.parametrize("overrides, match", [
     (["collective.algo=nvls"], "net.features: collective.algo=nvls needs the switch feature nvls"),
     (["collective.algo=nvls", "collective.op=all_gather", "net.features=nvls"], "collective.op: 'all_gather' with"),

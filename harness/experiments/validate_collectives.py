@@ -133,26 +133,32 @@ def row_params(cfg: DictConfig, row: pd.Series) -> dict[str, Any]:
     return params
 
 
+def isa_bytes(nbytes: int, channels: int, gpus: int) -> int:
+    """The size the ISA kernels move: they split the tensor into equal 128 B-aligned parts per
+    channel and GPU, so round up (at most channels x GPUs x 128 B more, 0.2 % of 1 MiB at 24 x 2)."""
+    unit = channels * gpus * 128
+    return -(-nbytes // unit) * unit
+
+
 def isa_workload(cfg: DictConfig, row: pd.Series, params: dict[str, Any]) -> bytes:
     """The row's collective as the library's tile-ISA kernel (one launch on every GPU)."""
     from harness.kernels import nvls, ring
     from harness.kernels.builder import WorkloadBuilder
     gpus, op, algo, nbytes = int(row["gpus"]), str(row["op"]), str(row["algo"]), int(row["bytes"])
-    b = WorkloadBuilder(str(row["name"]), gpus, int(cfg.gpu.num_sms))
+    functional = bool(cfg.net.functional)
+    b = WorkloadBuilder(str(row["name"]), gpus, int(cfg.gpu.num_sms), functional=functional)
     channels = int(params["collective.nvls_channels" if algo == "nvls" else "collective.channels"])
-    # the kernels split the tensor into equal 128 B-aligned parts per channel and GPU: round up
-    # (at most channels x GPUs x 128 B more, 0.2 % of 1 MiB at 24 x 2)
-    unit = channels * gpus * 128
-    nbytes = -(-nbytes // unit) * unit
+    nbytes = isa_bytes(nbytes, channels, gpus)
+    # a functional run's input starts at rank + 1 on every GPU (no kernel writes it first)
     if algo == "nvls":
-        mc = b.buffer("data", nbytes, multicast=True)
+        mc = b.buffer("data", nbytes, multicast=True, init_rank=functional)
         shard = b.buffer("shard", nbytes // gpus)
         ki = nvls.collective(b, "collective", op, nbytes, tensor=mc, shard=shard, cfg=nvls.NvlsConfig(channels=channels))
         # its flags after a multicast store say "delivered": the store completes when every
         # member holds it, as in the NVLS schemes (conf/scheme/tp_nvls.yaml)
         params["net.nvls.member_acks"] = True
     else:
-        data = b.buffer("data", nbytes)
+        data = b.buffer("data", nbytes, init_rank=functional)
         ki = ring.collective(b, "collective", op, nbytes, data=data, cfg=ring.RingConfig(channels=channels))
     b.launch(ki, b.stream("main"))
     params["host.gpu_model"] = "hopper"

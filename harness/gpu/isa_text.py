@@ -15,7 +15,8 @@ Example::
     .launch gemm stream=0 priority=0 sms=0+132
 
 Directives: ``.workload NAME gpus=N [functional]``, ``.buffer NAME bytes=B [dtype=..]
-[multicast] [l2_resident] [arrivals=FLAGS:REGION_BYTES]`` (a red.cais arrival counter: the
+[multicast] [l2_resident] [init_rank] [arrivals=FLAGS:REGION_BYTES]`` (init_rank: a functional
+run starts every element at rank + 1; arrivals: a red.cais arrival counter: the
 flag buffer FLAGS, declared anywhere, gets count x bytes per landed packet, 8 B per region),
 ``.kernel NAME grid=XxY threads= regs= smem= [cluster=N] [persistent [ctas=N] [dynamic]]
 [l1_loads] [holds_carveout]`` (isa.proto Kernel.loads_via_l1, Kernel.holds_carveout),
@@ -327,6 +328,7 @@ def parse(text: str):
                         b.dtype = DTYPE_OF[kv["dtype"]]
                     b.multicast = "multicast" in flags
                     b.l2_resident = "l2_resident" in flags
+                    b.init_rank = "init_rank" in flags
                     if "arrivals" in kv:
                         flag_name, sep, region = kv["arrivals"].partition(":")
                         if not sep or not region.isdigit() or int(region) == 0:
@@ -428,7 +430,7 @@ def format(wl) -> str:  # noqa: A001 - mirrors parse
         s = f".buffer {b.name} bytes={b.bytes}"
         if b.dtype:
             s += f" dtype={DTYPES[b.dtype]}"
-        s += " multicast" * b.multicast + " l2_resident" * b.l2_resident
+        s += " multicast" * b.multicast + " l2_resident" * b.l2_resident + " init_rank" * b.init_rank
         if b.arrival_region_bytes:
             s += f" arrivals={names[b.arrival_flag_buffer]}:{b.arrival_region_bytes}"
         out.append(s)

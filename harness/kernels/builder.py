@@ -49,10 +49,11 @@ class WorkloadBuilder:
         self.wl = isa.Workload(name=self.name, num_gpus=self.gpus, functional=self.functional)
 
     # ---- memory
-    def buffer(self, name: str, nbytes: int, *, multicast: bool = False, dtype=isa.BF16) -> int:
+    def buffer(self, name: str, nbytes: int, *, multicast: bool = False, dtype=isa.BF16, init_rank: bool = False) -> int:
+        """init_rank: a functional run starts every element at the GPU's rank + 1 (isa.proto)."""
         if any(b.name == name for b in self.wl.buffers):
             raise ValueError(f"buffer '{name}' defined twice")
-        self.wl.buffers.add(name=name, bytes=max(int(nbytes), 8), dtype=dtype, multicast=multicast)
+        self.wl.buffers.add(name=name, bytes=max(int(nbytes), 8), dtype=dtype, multicast=multicast, init_rank=init_rank)
         return len(self.wl.buffers) - 1
 
     def flags(self, name: str, count: int) -> int:

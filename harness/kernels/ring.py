@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from harness.gpu.isa_text import isa
 from harness.kernels.builder import Program, WorkloadBuilder, affine, rotated
 
@@ -276,6 +278,25 @@ def collective(b: WorkloadBuilder, name: str, kind: str, nbytes: int, *, data: i
               piece_bytes=cfg.threads // W * PIECE_BYTES_PER_THREAD, group=w, groups=W).emit(kind)
         p.end()
     return ki
+
+
+def functional_result(kind: str, gpu: int, gpus: int, channels: int, nbytes: int, chunks: int = 1,
+                      elem_bytes: int = 2):
+    """What `data` holds on `gpu` after the ring in a functional run whose every GPU started it at
+    rank + 1 (Buffer.init_rank): [chunk, channel, part, element] flattened. all_reduce: the sum
+    everywhere; reduce_scatter: GPU g's reduced part is g + 1, the rest keeps g + 1 (the partial
+    sums travel through receive buffers); all_gather: part k is GPU k - 1's."""
+    part = nbytes // chunks // channels // gpus
+    v = np.full((chunks, channels, gpus, part // elem_bytes), float(gpu + 1))
+    total = float(gpus * (gpus + 1) // 2)
+    if kind == "all_reduce":
+        v[:] = total
+    elif kind == "reduce_scatter":
+        v[:, :, (gpu + 1) % gpus] = total
+    else:
+        for k in range(gpus):
+            v[:, :, k] = (k - 1) % gpus + 1
+    return v.ravel()
 
 
 def steps_of(kind: str, gpus: int) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from harness.errors import ConfigError
 from harness.gpu.isa_text import isa
 from harness.kernels import flags as flag_ops
 from harness.kernels.builder import affine
@@ -47,7 +48,8 @@ def _slice_rows(lw: Lowering, op: Gemm, owner_rows: int):
     c = plan(op.M, op.N, op.K, lw.t.num_sms, owner_rows)
     G = lw.t.gpus
     if c.tm % G:
-        raise ValueError(f"{op.name}: tile rows {c.tm} do not split over {G} GPUs")
+        raise ConfigError("system.gpus", f"scheme '{lw.scheme}' has each of the {G} GPUs reduce 1/{G} of the rows "
+                          f"of every {c.tm}-row tile of '{op.name}'; allowed: a GPU count that divides {c.tm}")
     lw.require_whole_tiles(owner_rows, c.tm, f"each owner's rows of '{op.name}'")
     return c, c.tm // G
 
@@ -82,7 +84,10 @@ def lower_fused(graph, target, params, scheme: str, reduce_phase, sink_kind: str
             wait = affine(0, bx=8)
             wait.quotient.add(block_y=1, divisor=G, scale=8 * gx)
             p.ins(isa.FLAG_WAIT, buffer=flags, addr=wait, value=G)  # every GPU's partial, own included
-            reduce_phase(p, lw, partial=partial, result=result, rows=rows, tn=c.tn, ldc=ldc, owner_rows=owner_rows)
+            # a tile's columns: N when it is less than one tile; the last of several clipped to N
+            clip = {"row_bytes_in_bounds": affine(op.N * ELEM, bx=-c.tn * ELEM)} if gx > 1 and op.N % c.tn else {}
+            reduce_phase(p, lw, partial=partial, result=result, rows=rows, tn=min(c.tn, op.N), ldc=ldc,
+                         owner_rows=owner_rows, clip=clip)
             # communication block b starts once compute tile b * tiles / blocks is done, so that
             # its blocks only ever take SMs the compute phase no longer needs (whichever stream
             # the host launched first), as a persistent CTA turns to communication after its tiles
@@ -102,22 +107,24 @@ def lower_fused(graph, target, params, scheme: str, reduce_phase, sink_kind: str
     return lw.finish()
 
 
-def _reduce_by_stores(p, lw, *, partial, result, rows, tn, ldc, owner_rows):
+def _reduce_by_stores(p, lw, *, partial, result, rows, tn, ldc, owner_rows, clip):
     """Sum the N staged partials of this block's rows, write the sum to every GPU."""
     G = lw.t.gpus
     row0 = affine(0, g=owner_rows * ldc, by=rows * ldc, bx=tn * ELEM)  # rows g*T/N + by*rows
     if G > MAX_REGS:
-        raise ValueError(f"fuselib: the owner sums {G} partials in tile registers; at most {MAX_REGS} GPUs")
+        raise ConfigError("system.gpus", f"scheme 'fuselib' has the owner sum the {G} GPUs' partials in its "
+                          f"{MAX_REGS} tile registers; allowed: at most {MAX_REGS} GPUs")
     for k in range(G):  # slot k: GPU k's partial of this GPU's shard, into register k + 1
         p.ins(isa.LD, buffer=partial, addr=affine(k * owner_rows * ldc, by=rows * ldc, bx=tn * ELEM), rows=rows,
-              row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=k + 1)
+              row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=k + 1, **clip)
     p.ins(isa.WAIT, count=0)
     for k in range(1, G):
         p.ins(isa.ALU, elements=rows * tn, flops_per_element=1.0, reg=1, src_reg=k + 1)
-    p.ins(isa.ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1)
+    p.ins(isa.ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1,
+          **clip)
     for i in range(1, G):
         p.ins(isa.ST_REMOTE, buffer=result, addr=row0, peer=affine(i, g=1, mod=G), rows=rows, row_bytes=tn * ELEM,
-              row_stride=ldc, is_async=True, reg=1)
+              row_stride=ldc, is_async=True, reg=1, **clip)
     p.ins(isa.WAIT, count=0)
 
 

@@ -11,10 +11,11 @@ from harness.schemes.fuselib import FuseLibParams, lower_fused
 from harness.workload.models import ELEM_BYTES as ELEM
 
 
-def _reduce_by_multimem(p, lw, *, partial, result, rows, tn, ldc, owner_rows):
+def _reduce_by_multimem(p, lw, *, partial, result, rows, tn, ldc, owner_rows, clip):
     row0 = affine(0, g=owner_rows * ldc, by=rows * ldc, bx=tn * ELEM)
-    p.ins(isa.MM_LD_REDUCE, buffer=partial, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, reg=1)
-    p.ins(isa.MM_ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1)
+    p.ins(isa.MM_LD_REDUCE, buffer=partial, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, reg=1, **clip)
+    p.ins(isa.MM_ST, buffer=result, addr=row0, rows=rows, row_bytes=tn * ELEM, row_stride=ldc, is_async=True, reg=1,
+          **clip)
     p.ins(isa.WAIT, count=0)
 
 

@@ -8,10 +8,11 @@
 
 namespace cais::gpu {
 
-FunctionalMemory::FunctionalMemory(const Workload& wl, bool enabled, std::string owner)
+FunctionalMemory::FunctionalMemory(const Workload& wl, bool enabled, std::string owner, std::uint32_t rank)
     : wl_(wl), enabled_(enabled), owner_(std::move(owner)) {
   if (enabled_)
-    for (const auto& b : wl.buffers()) mem_.emplace_back(b.b->bytes() / b.elem_bytes, 0.0);
+    for (const auto& b : wl.buffers())
+      mem_.emplace_back(b.b->bytes() / b.elem_bytes, b.b->init_rank() ? static_cast<double>(rank + 1) : 0.0);
 }
 
 void FunctionalMemory::out_of_range(std::uint32_t buffer, const char* what) const {

@@ -13,7 +13,7 @@ HopperGpu::HopperGpu(Sim& sim, std::uint32_t node, std::shared_ptr<const Workloa
       wl_(std::move(wl)),
       cfg_(drifted_config(sim, sim.node(node).name)),
       ctx_(sim, *this, cfg_, *wl_, node),
-      fmem_(*wl_, wl_->proto().functional(), name()),
+      fmem_(*wl_, wl_->proto().functional(), name(), ctx_.rank),
       regs_(ctx_),
       mem_(cfg_),
       l1_(cfg_),

@@ -65,7 +65,7 @@ TEST(FunctionalMemory, StoresAccumulateCopiesAddAndLoadsSum) {
     b->set_dtype(isa::FP32);
   }
   auto w = Workload::parse(wl.SerializeAsString(), 1);
-  FunctionalMemory f(*w, true, "gpu0");
+  FunctionalMemory f(*w, true, "gpu0", 0);
   f.fill(0, 0, 2, 8, 16, 3.0, false);   // A[0,1] = A[4,5] = 3
   f.fill(0, 0, 1, 4, 0, 1.0, true);     // A[0] = 4
   f.copy_rows(0, 0, 1, 0, 2, 8, 16, false);
@@ -79,6 +79,26 @@ TEST(FunctionalMemory, StoresAccumulateCopiesAddAndLoadsSum) {
   std::vector<double> v;
   f.read_values(unicast_addr(0, w->buffers()[1].base + 16), 8, v);
   EXPECT_EQ(v, (std::vector<double>{3.0, 3.0}));
+}
+
+TEST(FunctionalMemory, AnInitRankBufferStartsAtTheGpusRankPlusOne) {
+  isa::Workload wl;
+  wl.set_num_gpus(4);
+  wl.set_functional(true);
+  for (bool init : {true, false}) {
+    auto* b = wl.add_buffers();
+    b->set_name(init ? "IN" : "OUT");
+    b->set_bytes(64);
+    b->set_dtype(isa::FP32);
+    b->set_init_rank(init);
+  }
+  auto w = Workload::parse(wl.SerializeAsString(), 4);
+  FunctionalMemory f(*w, true, "gpu2", 2);
+  for (std::uint64_t e = 0; e < 16; ++e) {
+    EXPECT_EQ(f.value(0, e), 3.0);
+    EXPECT_EQ(f.value(1, e), 0.0);
+  }
+  EXPECT_EQ(f.summary(0).sum, 48.0);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace cais::gpu {
 
 class FunctionalMemory {
  public:
-  FunctionalMemory(const Workload& wl, bool enabled, std::string owner);
+  // rank: the GPU's; a buffer with init_rank starts as rank + 1 in every element.
+  FunctionalMemory(const Workload& wl, bool enabled, std::string owner, std::uint32_t rank);
   // Store (or add) `values` at the global address `addr` (this GPU's part of it).
   void apply_store(std::uint64_t addr, const std::vector<double>& values, bool accumulate);
   // The values of `bytes` at `addr`.
