@@ -197,6 +197,15 @@ def test_nonsense_runs_are_refused(engines, tmp_path, override, expected):
     assert not (tmp_path / "results.csv").exists()
 
 
+def test_ladm_refuses_weight_gradients_whose_rows_do_not_split_into_whole_home_tiles(tmp_path):
+    one_error_line(run_cli("model=tiny", "model.hidden=320", "model.heads=10", "model.ffn_hidden=1280",
+                           "model.seq_len=256", "model.batch=5", "system=dgx_h100_half", "system.gpus=2", "scheme=ladm",
+                           "phase=training", "workload=layer", f"out_dir={tmp_path}", check=False, timeout=60),
+                   "model: scheme 'ladm' makes each GPU home to 256 rows (whole tiles) of the weight gradient "
+                   "'qkv_wgrad', but it has 320 rows; allowed: a model whose weight gradients' rows are a multiple of 256")
+    assert not (tmp_path / "results.csv").exists()
+
+
 @pytest.mark.parametrize("scheme,gpus,expected", [
     # FuseLib's owners each reduce 1/N of a tile's rows: it was an internal error (a ValueError)
     ("fuselib", 6, "system.gpus: scheme 'fuselib' has each of the 6 GPUs reduce 1/6 of the rows of every 128-row "

@@ -82,6 +82,18 @@ def test_attention_over_sequences_that_are_not_whole_tiles_stays_in_its_buffers(
     assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] >= 4 * G
 
 
+@pytest.mark.parametrize("scheme", ["cais", "cais_base"])
+def test_cais_stays_exact_where_hidden_is_not_whole_tiles(engines, tmp_path, scheme):
+    """hidden 320 on 2 GPUs: the weight gradients' rows (320) end in an edge tile, whose gathered
+    operand (X^T, loaded along K by ld.cais) is clipped to its columns of X; the GEMM-RS's 320
+    columns end in a clipped column of tiles, and CAIS-Base's owners count N x 2 bytes per row
+    (both were internal errors)."""
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", "phase=training", "workload=layer", "system.gpus=2", "model.hidden=320",
+            "model.heads=10", "model.ffn_hidden=1280", "model.seq_len=256", "model.batch=5", f"out_dir={out}")
+    assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] >= 4 * 2
+
+
 def test_the_self_check_fails_a_wrong_value_naming_the_collective_gpu_and_buffer():
     """The check compares sum, min, max and an order-sensitive hash: one element off, or the
     right values in the wrong blocks, fails."""

@@ -12,7 +12,7 @@ A weight gradient's gathered operand is sharded along K instead (`Source.along_k
 T/N per GPU): K step L comes from the GPU owning tokens [64 L, 64 L + 64), stored token-major
 (X [T, M] for A = X^T). Where T/N is not whole steps (Fig 17's 288 tokens per GPU) a step
 straddles two owners, so each step loads in parts of gcd(64, T/N) tokens (32 for 288), each
-part from its own owner.
+part from its own owner; where M is not whole tiles the last tile's part of X is clipped to M.
 Result sinks (`Sink.kind`):
   local      C [M, N] in local memory;
   red_cais   partial tile reduced into its owner's row shard [owner_rows, N] with red.cais;
@@ -170,7 +170,7 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
                            row_shard) if r]
     row_multiple = math.gcd(*sharded) if sharded else 0
     c = config or plan(M, N, K, num_sms or b.num_sms, row_multiple)
-    if not row_multiple and not shard and not source.along_k and M > c.tm and M % c.tm:
+    if not row_multiple and not shard and M > c.tm and M % c.tm:
         # M rows over several tiles, not whole ones: one shard, its last tile a clipped edge tile
         # (one tile of M rows already moves just its rows: the mean extent below)
         row_multiple = M
@@ -205,8 +205,6 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         c_clip = {"row_bytes_in_bounds": affine(N * ELEM, bx=-c.tn * ELEM)}
         tn_eff = c.tn
     a_op = {"local": isa.LD, "remote": isa.LD_REMOTE, "cais": isa.LD_CAIS}[source.kind]
-    if source.along_k and M % c.tm:
-        raise ValueError(f"gemm '{name}': an operand sharded along K needs whole {c.tm}-row tiles of M {M}")
 
     # a K step's bytes per row: 64 columns, or K spread evenly over the steps when K is not a
     # multiple of 64 (loads then cover exactly the row; the mma still runs whole 64-wide steps)
@@ -218,12 +216,14 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
         in parts of gcd(TK, owner_rows) rows, none of which straddles two owners."""
         ld = M * ELEM
         part = math.gcd(TK, source.owner_rows)
+        # the tile's tm columns of X, the last tile's clipped to M (X^T's rows)
+        clip = {"row_bytes_in_bounds": affine(M * ELEM, by=-c.tm * ELEM)} if M % c.tm else {}
         for first in range(shift * TK, (shift + 1) * TK, part):
             peer, addr = affine(0), affine(first * ld, by=c.tm * ELEM, loops=(TK * ld,))
             peer.quotient.add(base=first, loop=[TK], divisor=source.owner_rows, scale=1)
             addr.quotient.add(base=first, loop=[TK], divisor=source.owner_rows, scale=-source.owner_rows * ld)
             p.ins(a_op, is_async=True, read_only=a_op == isa.LD_REMOTE, buffer=a, peer=peer, addr=addr, rows=part,
-                  row_bytes=c.tm * ELEM, row_stride=ld)
+                  row_bytes=c.tm * ELEM, row_stride=ld, **clip)
 
     def loads(shift: int):
         off = shift * step

@@ -71,10 +71,6 @@ class CaisBaseLowering(Lowering):
         G, ldc = self.t.gpus, op.N * ELEM
         shard_rows = op.M // G
         c = plan(op.M, op.N, op.K, self.t.num_sms, shard_rows if shard_rows % BLOCK_ROWS == 0 else BLOCK_ROWS)
-        gx = math.ceil(op.N / c.tn)
-        tn_eff = min(c.tn, math.ceil(op.N / gx))
-        if (gx - 1) * c.tn + tn_eff > op.N:
-            raise ValueError(f"{op.name}: tiles of {c.tn} columns overrun the {op.N} columns of a row")
         out = self.out_of(rs)
         if shard_rows % c.tm and c.tm != BLOCK_ROWS:
             raise ValueError(f"{op.name}: an edge tile of {c.tm} rows (cais_base counts arrivals per {BLOCK_ROWS}-row tile)")
@@ -84,7 +80,7 @@ class CaisBaseLowering(Lowering):
         buf.arrival_region_bytes, buf.arrival_flag_buffer = c.tm * ldc, arrived
         self.gemm(op, sink=Sink("red_remote", shard_rows), out=out, config=c)
         ki, p = self.b.kernel(f"{rs.name}.arrivals", regions, 1, threads=32, regs=32)
-        per_row = gx * tn_eff * ELEM  # bytes one peer's tiles put into a row of a tile row
+        per_row = op.N * ELEM  # bytes one peer's tiles put into a row of a tile row (edge tiles clipped)
         if shard_rows % c.tm:  # the edge tile's row expects its in-bounds rows
             p.ins(isa.FLAG_WAIT, buffer=arrived, addr=affine(0, bx=8), **block_count(shard_rows, (G - 1) * per_row, "bx"))
         else:

@@ -19,6 +19,7 @@ from functools import partial
 
 import numpy as np
 
+from harness.errors import ConfigError
 from harness.functional_check import Computed, reduced_value
 from harness.kernels import gemm as gemm_kernel
 from harness.kernels import layer_ops
@@ -83,6 +84,10 @@ def lower(graph, target, params: SchemeParams):
             w = lw.tensor(f"{op.name}.w", N * K * ELEM)
             if op.wgrad:  # partial dW rows go to their home GPU
                 home = home_rows(M, N, K, G, target.num_sms)
+                if M % home:
+                    raise ConfigError("model", f"scheme 'ladm' makes each GPU home to {home} rows (whole tiles) of "
+                                      f"the weight gradient '{op.name}', but it has {M} rows; allowed: a model whose "
+                                      f"weight gradients' rows are a multiple of {home}")
                 out = lw.tensor(op.name, home * N * ELEM)
                 ki, _ = gemm_kernel.gemm(lw.b, op.name, M, N, K, a=a, w=w, out=out, sink=Sink("red_cais", home))
                 lw.expect(op.name, Computed(lw.b.wl.buffers[out].name, partial(_reduced_at_home, M, N, home, G)))
