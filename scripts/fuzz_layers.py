@@ -41,10 +41,16 @@ def draw(rng: random.Random) -> list[str]:
     # deadlocks on 2-4 SMs, as a GPU would (docs/SCHEMES.md, asymmetric overlap)
     pipeline = scheme in ("cais", "cais_partial", "cais_wo_coord")
     sms = rng.choice([8, 16, 33, 66] if pipeline else [3, 4, 8, 16, 33, 66, 66])
+    gpus = rng.choice([2, 3, 4, 5, 6, 8, 8, 8])
     point = [f"scheme={scheme}", f"model={rng.choice(['tiny', 'tiny_edge'])}", f"phase={phase}",
-             f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"system.gpus={rng.choice([2, 4, 8, 8])}",
+             f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"system.gpus={gpus}",
              f"gpu.num_sms={sms}", f"model.num_sms={sms}",
              f"seed={rng.randrange(1000)}"]
+    if rng.random() < 0.5:  # a shape of its own: heads of 32 columns per GPU count, sequences not whole tiles
+        heads = gpus * rng.choice([1, 2, 3])
+        point += [f"model.heads={heads}", f"model.hidden={32 * heads}",
+                  f"model.ffn_hidden={32 * heads * rng.choice([3, 4])}",
+                  f"model.seq_len={rng.choice([64, 128, 192, 256, 320, 512])}", f"model.batch={rng.choice([2, 4, 5, 8])}"]
     optional = {
         "gpu.bulk_lines": [1, 2, 4, 8, 16],
         "gpu.launch_skew_ns": [0, 2000, 50000],

@@ -206,6 +206,15 @@ def test_ladm_refuses_weight_gradients_whose_rows_do_not_split_into_whole_home_t
     assert not (tmp_path / "results.csv").exists()
 
 
+def test_coconet_refuses_a_channel_count_its_chunks_do_not_split_into(tmp_path):
+    one_error_line(run_cli("model=tiny", "model.heads=4", "model.hidden=128", "model.ffn_hidden=512",
+                           "model.seq_len=512", "model.batch=1", "system=dgx_h100_half", "system.gpus=4",
+                           "scheme=coconet", "scheme.channels=3", "scheme.chunks=4", "workload=sublayer_l1",
+                           f"out_dir={tmp_path}", check=False, timeout=60),
+                   "scheme.channels: scheme 'coconet' cuts 'reduce_out_proj' (131072 B) into 4 chunks x 3 channels x "
+                   "4 GPUs of whole 128 B lines, which it does not split into; allowed: 1, 2, 4, 8, 16, 32, 64")
+
+
 @pytest.mark.parametrize("scheme,gpus,expected", [
     # FuseLib's owners each reduce 1/N of a tile's rows: it was an internal error (a ValueError)
     ("fuselib", 6, "system.gpus: scheme 'fuselib' has each of the 6 GPUs reduce 1/6 of the rows of every 128-row "

@@ -94,6 +94,25 @@ def test_cais_stays_exact_where_hidden_is_not_whole_tiles(engines, tmp_path, sch
     assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] >= 4 * 2
 
 
+@pytest.mark.parametrize("scheme,workload,extra", [
+    # hidden 768: a LayerNorm row of 1536 B is one round of 1024 B and a partial one
+    ("tp_nvls", "sublayer_l1", ("model.heads=24", "model.hidden=768", "model.ffn_hidden=3072")),
+    ("cais", "sublayer_l4", ("model.heads=24", "model.hidden=768", "model.ffn_hidden=3072")),
+    # 1600 tokens on 2 GPUs: CoCoNet's GEMM ends in an edge tile, so its AllReduce is one chunk
+    ("coconet", "sublayer_l2", ("system.gpus=2", "model.heads=2", "model.hidden=64", "model.ffn_hidden=256",
+                                "model.seq_len=320", "model.batch=5")),
+    # T3-NVLS's trackers count 128-row blocks: its GEMM's tiles must not span two
+    ("t3_nvls", "sublayer_l1", ("system.gpus=4", "model.heads=4", "model.hidden=128", "model.ffn_hidden=512",
+                                "model.batch=4", "gpu.num_sms=4", "model.num_sms=4")),
+])
+def test_shapes_the_layer_fuzzer_found_run_exactly(engines, tmp_path, scheme, workload, extra):
+    """Points of scripts/fuzz_layers.py that stopped (an access past a buffer, or an internal
+    error) and now run and check their collectives (docs/FUZZING.md, finding 24)."""
+    out = tmp_path / scheme
+    run_cli(*BASE, f"scheme={scheme}", "phase=training", f"workload={workload}", *extra, f"out_dir={out}")
+    assert pd.read_csv(out / "results.csv").iloc[0]["functional_checks"] >= 1
+
+
 def test_the_self_check_fails_a_wrong_value_naming_the_collective_gpu_and_buffer():
     """The check compares sum, min, max and an order-sensitive hash: one element off, or the
     right values in the wrong blocks, fails."""

@@ -50,23 +50,26 @@ def layernorm_program(p: Program, x: int, y: int, gamma: int, beta: int, N: int,
     chunk = min(threads * vec_elems * ELEM, row)  # a row shorter than one round is one partial round
     rounds = math.ceil(row / chunk)
     backward = dy is not None
+    # a row that is not whole rounds ends in a partial one (the threads past its end are predicated off)
+    part = {"row_bytes_in_bounds": affine(row, loops=(-chunk,))} if row % chunk else {}
     p.loop(rounds)  # pass 1: load, then Welford on the 4 elements
-    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk)
+    p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk, **part)
     if backward:
-        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk)
+        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, **part)
     p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=LN_PASS1_FLOPS[backward])
     p.end()
     p.ins(isa.BAR)  # block reduction of the Welford partials through shared memory
     p.loop(rounds)  # pass 2
     p.ins(isa.LD, buffer=x, addr=affine(0, bx=row, g=x_gpu_offset, loops=(chunk,)), rows=1, row_bytes=chunk,
-          is_async=True)
+          is_async=True, **part)
     if backward:
-        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
-    p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
-    p.ins(isa.LD, buffer=beta, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+        p.ins(isa.LD, buffer=dy, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True,
+              **part)
+    p.ins(isa.LD, buffer=gamma, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True, **part)
+    p.ins(isa.LD, buffer=beta, addr=affine(0, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True, **part)
     p.ins(isa.WAIT, count=0)
     p.ins(isa.ALU, elements=threads * vec_elems, flops_per_element=LN_PASS2_FLOPS[backward])
-    p.ins(isa.ST, buffer=y, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True)
+    p.ins(isa.ST, buffer=y, addr=affine(0, bx=row, loops=(chunk,)), rows=1, row_bytes=chunk, is_async=True, **part)
     p.end()
 
 

@@ -275,10 +275,11 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
               rows=c.tm, row_bytes=tn_eff * ELEM, row_stride=ldc, **_clipped(dict(c_clip), in_rows))
     if signal is not None:
         if signal.rows_per_flag:
-            if signal.rows_per_flag % c.tm or (edge and signal.rows_per_flag != c.tm):
+            whole = signal.rows_per_flag == M  # one flag for every tile, an edge tile's too
+            if not whole and (signal.rows_per_flag % c.tm or (edge and signal.rows_per_flag != c.tm)):
                 raise ValueError(f"gemm '{name}': a flag's rows {signal.rows_per_flag} must be whole tiles of {c.tm}")
             addr = affine(signal.base)
-            addr.quotient.add(block_y=1, divisor=signal.rows_per_flag // c.tm, scale=8)
+            addr.quotient.add(block_y=1, divisor=math.ceil(signal.rows_per_flag / c.tm), scale=8)
         elif signal.owner_local:  # tile (bx, by mod tiles-per-owner) of the owner's shard
             owner_rows = sink.owner_rows or source.owner_rows
             addr = affine(signal.base, bx=8, by=8 * gx)

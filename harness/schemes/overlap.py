@@ -39,13 +39,14 @@ def lower_chunked(graph, target, params, scheme: str, emit_collective):
         if isinstance(op, Gemm) and op.out_partial and isinstance(nxt, Collective) and nxt.kind == "all_reduce":
             c = plan(op.M, op.N, op.K, target.num_sms - params.channels)
             tiles_m = math.ceil(op.M / c.tm)
-            chunks = math.gcd(params.chunks, tiles_m)
+            # chunks of whole row blocks; M that is not whole tiles (its last an edge tile) is one chunk
+            chunks = math.gcd(params.chunks, tiles_m) if op.M % c.tm == 0 else 1
             rows = op.M // chunks
             gx = math.ceil(op.N / c.tn)
             flags = lw.b.flags(f"{op.name}.chunk_status", chunks)
             data = lw.out_of(op)
 
-            def wait(p, flags=flags, need=gx * (rows // c.tm)):
+            def wait(p, flags=flags, need=gx * math.ceil(rows / c.tm)):
                 p.ins(isa.FLAG_WAIT, buffer=flags, addr=affine(0, loops=(8,)), value=need)
 
             after = (prev,) if prev is not None else ()

@@ -37,7 +37,7 @@ class T3NvlsLowering(T3Lowering):
         arrivals = self.b.flags(f"{rs.name}.arrived", R)
         buf = self.b.wl.buffers[out]
         buf.arrival_region_bytes, buf.arrival_flag_buffer = block, arrivals
-        c = plan(op.M, op.N, op.K, self.t.num_sms, shard_rows)
+        c = plan(op.M, op.N, op.K, self.t.num_sms, TILE_ROWS)  # tiles within a tracker's row block
         gx = math.ceil(op.N / c.tn)
         trackers = self.b.flags(f"{op.name}.tracker", G * R)
         self.gemm(op, self.main, out=partial, config=c, signal=Signal(trackers, "local", rows_per_flag=TILE_ROWS),
