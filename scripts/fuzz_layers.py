@@ -12,6 +12,7 @@ generator, so `--seed S --runs N` repeats a campaign exactly.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import re
 import subprocess
@@ -46,11 +47,14 @@ def draw(rng: random.Random) -> list[str]:
              f"workload={rng.choice(workloads)}", "system=dgx_h100_half", f"system.gpus={gpus}",
              f"gpu.num_sms={sms}", f"model.num_sms={sms}",
              f"seed={rng.randrange(1000)}"]
-    if rng.random() < 0.5:  # a shape of its own: heads of 32 columns per GPU count, sequences not whole tiles
+    if 8 % gpus or rng.random() < 0.5:  # a shape of its own (the test models split over 2, 4 and 8 GPUs):
+        # heads of 32 columns, a multiple of the GPUs; sequences not whole tiles; tokens that the GPUs divide
         heads = gpus * rng.choice([1, 2, 3])
+        seq = rng.choice([64, 128, 192, 256, 320, 512])
+        unit = seq * gpus // math.gcd(seq, gpus)
+        batch = unit // seq * rng.randint(1, max(1, 3072 // unit))
         point += [f"model.heads={heads}", f"model.hidden={32 * heads}",
-                  f"model.ffn_hidden={32 * heads * rng.choice([3, 4])}",
-                  f"model.seq_len={rng.choice([64, 128, 192, 256, 320, 512])}", f"model.batch={rng.choice([2, 4, 5, 8])}"]
+                  f"model.ffn_hidden={32 * heads * rng.choice([3, 4])}", f"model.seq_len={seq}", f"model.batch={batch}"]
     optional = {
         "gpu.bulk_lines": [1, 2, 4, 8, 16],
         "gpu.launch_skew_ns": [0, 2000, 50000],

@@ -101,6 +101,12 @@ def test_cais_stays_exact_where_hidden_is_not_whole_tiles(engines, tmp_path, sch
     # 1600 tokens on 2 GPUs: CoCoNet's GEMM ends in an edge tile, so its AllReduce is one chunk
     ("coconet", "sublayer_l2", ("system.gpus=2", "model.heads=2", "model.hidden=64", "model.ffn_hidden=256",
                                 "model.seq_len=320", "model.batch=5")),
+    # hidden 480: rows of 960 B and K steps of 120 B share lines between tiles and steps; such a
+    # line goes alone, not in an 8-line bulk whose shape other GPUs would not match
+    ("cais_base", "sublayer_l1", ("system.gpus=5", "model.heads=15", "model.hidden=480", "model.ffn_hidden=1440",
+                                  "model.seq_len=64", "model.batch=20", "gpu.launch_skew_ns=50000")),
+    ("cais_partial", "sublayer_l1", ("system.gpus=3", "model.heads=9", "model.hidden=288", "model.ffn_hidden=864",
+                                     "model.seq_len=128", "model.batch=15")),
     # T3-NVLS's trackers count 128-row blocks: its GEMM's tiles must not span two
     ("t3_nvls", "sublayer_l1", ("system.gpus=4", "model.heads=4", "model.hidden=128", "model.ffn_hidden=512",
                                 "model.batch=4", "gpu.num_sms=4", "model.num_sms=4")),

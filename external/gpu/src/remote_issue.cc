@@ -107,7 +107,8 @@ void RemotePacketizer::cut_line(std::uint32_t qi, std::uint32_t oi) {
   const bool store = posted_store(op);
   std::uint64_t addr = 0;
   std::uint32_t bytes = 0;
-  next_packet(op, addr, bytes);
+  bool whole = false;
+  next_packet(op, addr, bytes, whole);
   if (store) ctx_.ports->reserve_post(ctx_.ports->plane(addr), ctx_.ports->flits(bytes));
   if (!store && op.type != proto::PKT_CAIS_RED) ++queues_[qi].outstanding;
   if (counts_toward_cap(op)) mergeable_high_water_ = std::max(mergeable_high_water_, ++mergeable_);
@@ -117,7 +118,7 @@ void RemotePacketizer::cut_line(std::uint32_t qi, std::uint32_t oi) {
     return;
   }
   const bool last = op.all_issued;
-  add_line(qi, oi, addr, bytes);
+  add_line(qi, oi, addr, bytes, whole);
   if (last) send_all_bulk(oi);
 }
 
@@ -176,9 +177,18 @@ std::uint32_t RemotePacketizer::bulk_lines(std::uint32_t qi) {
 
 // A new bulk packet counts as pending for its op from its first line, so that the op cannot
 // complete while lines of it wait here.
-void RemotePacketizer::add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes) {
+void RemotePacketizer::add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes,
+                                bool whole) {
   const std::uint32_t plane = ctx_.ports->plane(addr);
   RemoteOp& op = ops_[oi];
+  // A part of a line (rows or K steps that are not whole lines) may share its line with another
+  // op's, so it goes alone: every GPU then sends that line in a packet of one shape, whichever
+  // op's bulk it would have joined (the merge unit matches a bulk request by its lines).
+  if (!whole && merged_in_switch(op)) {
+    ++op.pending;
+    emit(op, oi, &addr, 1, bytes);
+    return;
+  }
   if (op.bulk.size() < planes_) op.bulk.resize(planes_);
   BulkLines& b = op.bulk[plane];
   if (b.lines && b.line_bytes != bytes) send_bulk(oi, plane);
@@ -204,9 +214,9 @@ void RemotePacketizer::send_all_bulk(std::uint32_t oi) {
 
 // The 32 B sectors touched in one max_packet_bytes line, across consecutive rows while they
 // stay in that line (coalescing). Marks the op all_issued when its last row is cut.
-void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint32_t& bytes) {
+void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint32_t& bytes, bool& whole) {
   const std::uint64_t line = ctx_.cfg.max_packet_bytes;
-  std::uint64_t line_no = ~0ull, mask = 0;
+  std::uint64_t line_no = ~0ull, mask = 0, covered = 0;
   for (;;) {
     const std::uint64_t row_start = op.addr + static_cast<std::uint64_t>(op.row) * op.row_stride;
     const std::uint64_t a = row_start + op.col;
@@ -214,6 +224,7 @@ void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint3
     line_no = a / line;
     const std::uint64_t chunk_end = std::min(row_start + op.row_bytes, (line_no + 1) * line);
     for (std::uint64_t sct = (a % line) / 32; sct <= ((chunk_end - 1) % line) / 32; ++sct) mask |= 1ull << sct;
+    covered += chunk_end - a;
     op.col += static_cast<std::uint32_t>(chunk_end - a);
     if (op.col < op.row_bytes) break;  // the row continues in the next line
     op.col = 0;
@@ -224,6 +235,7 @@ void RemotePacketizer::next_packet(RemoteOp& op, std::uint64_t& addr, std::uint3
   }
   addr = line_no * line + 32ull * static_cast<std::uint64_t>(__builtin_ctzll(mask));
   bytes = static_cast<std::uint32_t>(32 * __builtin_popcountll(mask));
+  whole = covered == line;
 }
 
 // A THROTTLE names one TB group and holds only it (spec 3.5 step 3). A fetch for the remote

@@ -145,8 +145,10 @@ class RemotePacketizer {
   bool hold(RemoteOp& op);
   void lift(std::uint64_t key);  // end the hold of (switch << 32) | group
   // A line of `op` counts against the per-GPU cap of mergeable lines.
-  bool counts_toward_cap(const RemoteOp& op) const {
-    return ctx_.cfg.mergeable_cap_lines && (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && op.aux >= 2;
+  bool counts_toward_cap(const RemoteOp& op) const { return ctx_.cfg.mergeable_cap_lines && merged_in_switch(op); }
+  // A .cais request of several participants, which the switch's merge unit merges line by line.
+  static bool merged_in_switch(const RemoteOp& op) {
+    return (op.op == isa::LD_CAIS || op.op == isa::RED_CAIS) && op.aux >= 2;
   }
   void retire_mergeable(std::uint64_t lines);  // a response or ack: count down, resume waiters
   // An SM's store that is posted (gpu.posted_stores): it holds no outstanding slot.
@@ -163,9 +165,10 @@ class RemotePacketizer {
   // The port of `op`'s next line: the plane of its first byte's sector.
   std::uint32_t next_line_port(const RemoteOp& op) const;
   // Cut the next line off `op`: its first sector's address and its bytes (sectors x 32).
-  void next_packet(RemoteOp& op, std::uint64_t& addr, std::uint32_t& bytes);
+  // whole: the op's bytes cover the line entirely (no other op's row can share it).
+  void next_packet(RemoteOp& op, std::uint64_t& addr, std::uint32_t& bytes, bool& whole);
   // Add a cut line to op oi's bulk packet of its plane; sends it when full.
-  void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes);
+  void add_line(std::uint32_t qi, std::uint32_t oi, std::uint64_t addr, std::uint32_t bytes, bool whole);
   void send_bulk(std::uint32_t oi, std::uint32_t plane);
   void send_all_bulk(std::uint32_t oi);
   // N for queue qi (the configured N, capped); the first call also sets the queues' open limits.
