@@ -8,6 +8,9 @@ a finding: its command line and message go to the findings file. Points are draw
 generator, so `--seed S --runs N` repeats a campaign exactly.
 
     .venv/bin/python scripts/fuzz_layers.py --runs 200 --jobs 2 --seed 1 [--findings FILE]
+
+`--collectives` draws single collectives instead (`workload=collective`: ring or NVLS, any op,
+2-8 GPUs, sizes from 1 B, channels, bulk lines, SM counts), each checking its result itself.
 """
 from __future__ import annotations
 
@@ -81,6 +84,19 @@ def draw(rng: random.Random) -> list[str]:
     return point
 
 
+def draw_collective(rng: random.Random) -> list[str]:
+    """One collective as the kernel the schemes run, at a random size, GPU count and knobs."""
+    algo = rng.choice(["ring", "ring", "nvls"])
+    op = "all_reduce" if algo == "nvls" else rng.choice(["all_reduce", "all_gather", "reduce_scatter"])
+    point = ["workload=collective", f"collective.algo={algo}", f"collective.op={op}",
+             f"collective.bytes={rng.choice([1, 100, 4096, 65536, 1000000, 4 << 20, 3 * 10**6])}",
+             "system=dgx_h100_half", f"system.gpus={rng.choice([2, 3, 4, 5, 6, 7, 8])}"]
+    point += ["net.features=nvls"] if algo == "nvls" else []
+    optional = {"collective.channels": [1, 2, 7, 16, 24, 32], "collective.nvls_channels": [1, 3, 8, 16],
+                "gpu.bulk_lines": [1, 2, 8, 16], "gpu.num_sms": [4, 16, 66]}
+    return point + [f"{k}={rng.choice(v)}" for k, v in optional.items() if rng.random() < 0.4]
+
+
 def run(point: list[str], timeout_s: float) -> tuple[str, str, float]:
     """(verdict, message, seconds): ok | refused | finding."""
     with tempfile.TemporaryDirectory(prefix="fuzz_layers.") as out:
@@ -107,9 +123,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     ap.add_argument("--findings", type=Path, default=Path("fuzz_layers_findings.txt"))
+    ap.add_argument("--collectives", action="store_true", help="single collectives instead of layers")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    points = [draw(rng) for _ in range(args.runs)]
+    points = [(draw_collective if args.collectives else draw)(rng) for _ in range(args.runs)]
     counts = {"ok": 0, "refused": 0, "finding": 0}
     with ThreadPoolExecutor(args.jobs) as pool:
         for i, (point, (verdict, message, took)) in enumerate(
