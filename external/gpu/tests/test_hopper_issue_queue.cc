@@ -111,6 +111,41 @@ TEST(Hopper, BulkPacketsOfInterleavedOpsNeverMixOpsAndLeaveWhole) {
   EXPECT_EQ(st["gpu0.rx.CAIS_LD_RESP.packets"], 3 * 512);
 }
 
+TEST(Hopper, AMergedOpSendsALineItCoversOnlyInPartAlone) {
+  // ld.cais of 64 rows of 192 B every 320 B (rows that are not whole 128 B lines): each row has
+  // a whole line and a 64 B part of one, which the row before or after shares on another op in
+  // a real kernel. With 4-line bulks the whole lines travel in bulks of whole lines, every part
+  // alone, so that each line has one packet shape whichever op sends it (the merge unit matches
+  // a bulk request by its lines). Three participants: the switch merges these requests.
+  auto wl = one_kernel(2, 1);
+  wl.mutable_launches(0)->add_gpus(0);
+  wl.mutable_kernels(0)->mutable_cais()->set_num_gpus(3);
+  mem(wl, isa::LD_CAIS, 64, 192, 320, 0, 1);
+  proto::Configure c = make_config(wl, 2, true);
+  (*c.mutable_params())["gpu.num_sms"].set_i(1);
+  (*c.mutable_params())["gpu.bulk_lines"].set_i(4);
+  seen().clear();
+  HostedModel m;
+  run_config(m, c);
+  std::size_t parts = 0, whole = 0, bulks = 0;
+  for (const auto& x : seen()) {
+    if (x.type != proto::PKT_CAIS_LD_REQ) continue;
+    EXPECT_EQ(x.aux, 2u);
+    const std::size_t lines = std::max<std::size_t>(1, x.line_addrs.size());
+    if (x.count == 64) {
+      EXPECT_EQ(lines, 1u);
+      ++parts;
+    } else {
+      EXPECT_EQ(x.count, lines * 128);
+      whole += lines;
+      bulks += lines > 1;
+    }
+  }
+  EXPECT_EQ(parts, 64u);
+  EXPECT_EQ(whole, 64u);
+  EXPECT_GT(bulks, 0u);
+}
+
 TEST(Hopper, ABlocksLaterOpNeverOvertakesItsEarlierOpWhileAnotherBlockInterleaves) {
   // Block 0 issues two async loads back to back, block 1 one load: block 0's second load's
   // first line leaves after its first load's last line, and block 1's lines go in between.
