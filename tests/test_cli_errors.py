@@ -256,6 +256,7 @@ def test_shared_memory_configurations_the_engine_cannot_use_are_refused(engines,
      "net.nvls.member_acks: experiment validate_collectives does not read it with validate.kernels=isa"),
     ("validate_kernels", "phase=training", "phase: experiment validate_kernels does not read it"),
     ("validate_concurrent", "validate.kernels=isa", "experiment validate_concurrent does not read it"),
+    ("validate_overlap", "validate.gemm=library", "validate.gemm: experiment validate_overlap does not read it"),
 ])
 def test_a_key_an_experiment_never_reads_is_refused(tmp_path, experiment, override, expected):
     """Instead of a run that silently goes without it (a sweep over it would repeat one point)."""

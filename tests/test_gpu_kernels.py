@@ -122,6 +122,24 @@ def test_validate_kernels_experiment_from_a_csv(tmp_path, engines, cli):
     assert (res["sim_us"] > 0).all()
 
 
+def test_validate_kernels_runs_the_schemes_gemm_with_validate_gemm_library(tmp_path, engines, cli):
+    """validate.gemm=library builds each GEMM as harness/kernels/gemm.py does for the schemes
+    (data-parallel tiles, no split-K): a shape whose cuBLAS plan splits K (small output, long K)
+    is slower there, one cuBLAS runs data-parallel takes the same time; other kinds unchanged."""
+    csv = tmp_path / "cases.csv"
+    pd.DataFrame([dict(name="splitk", kind="gemm", M=256, N=2048, K=16384, num_sms=132),
+                  dict(name="dp", kind="gemm", M=2048, N=2048, K=2048, num_sms=132),
+                  dict(name="ln", kind="layernorm", M=4096, N=2048, K=0, num_sms=66)]).to_csv(csv, index=False)
+    res = {}
+    for gemm in ("cublas", "library"):
+        cli("experiment=validate_kernels", f"validate.input={csv}", f"validate.gemm={gemm}",
+            f"out_dir={tmp_path / gemm}", env={"CAIS_ENGINE_DIR": str(engines)})
+        res[gemm] = pd.read_csv(tmp_path / gemm / "results.csv").set_index("name")
+    assert "library" in res["library"].loc["dp", "sim_config"] and "split" in res["cublas"].loc["splitk", "sim_config"]
+    assert res["library"].loc["splitk", "sim_us"] > 1.5 * res["cublas"].loc["splitk", "sim_us"]
+    assert res["library"].loc["ln", "sim_us"] == res["cublas"].loc["ln", "sim_us"]
+
+
 def test_unknown_or_bad_parameters_are_named(exe):
     with pytest.raises(ConfigError, match="gpu.nonsense"):
         standalone.gpu_params({"nonsense": 1})

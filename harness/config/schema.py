@@ -115,6 +115,10 @@ class ValidateConfig:
     kernels: str = "model"
     """validate_collectives: model (the NCCL-calibrated collective GPU model) or isa (NCCL's
     algorithms as tile-ISA kernels on the Hopper engine, harness/kernels: what schemes run)."""
+    gemm: str = "cublas"
+    """validate_kernels: cublas (each GEMM as cuBLAS ran it: its recorded plan, split-K and
+    stream-K included, else the calibrated heuristic) or library (the data-parallel GEMM of
+    harness/kernels/gemm.py that every scheme runs)."""
 
 
 @dataclass

@@ -38,7 +38,7 @@ SYSTEM_BY_GPUS = {2: "hgx_h200_2gpu", 4: "hgx_h200_4gpu", 8: "dgx_h100"}
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 ALGOS = ("ring", "nvls")
 # Each row names its collective, size and system; no layer workload, scheme or traffic is involved.
-IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic")
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.gemm")
 
 
 def ignored_keys(cfg: DictConfig) -> tuple[tuple[str, ...], str]:

@@ -41,7 +41,8 @@ DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "validation" / "concurrent_h100
 REQUIRED = ("name", "M", "N", "K", "stream_kind", "ctas", "bytes", "order", "start_gap_us")
 ORDERS = ("stream_first", "gemm_first")
 # Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
-IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels",
+                "validate.gemm")
 MEASURED = ("gemm_us", "stream_us", "makespan_us", "gemm_alone_us", "stream_alone_us")
 # The stamp kernel queued behind the GEMM starts up to ~1.3 us after its last CTA (measured: a
 # streaming kernel that started within that was placed as on an idle GPU, one CTA per SM).

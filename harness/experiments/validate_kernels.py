@@ -11,7 +11,9 @@ measured for a partition of that size (h100_partitions_clusters.csv: the whole G
 driver-made partitions the kernels were measured in) where there is one, and the resolved
 ``gpu.*`` parameters, and returns the
 rows with ``sim_us`` (and ``err_pct`` = 100 (sim - measured) / measured where measured).
-Host launch skew is set to 0: one GPU, timed from its own launch.
+Host launch skew is set to 0: one GPU, timed from its own launch. ``validate.gemm=library`` builds
+each GEMM as the schemes do instead (harness/kernels/gemm.py: data-parallel tiles of the planned
+shape, edge tiles clipped, no split-K or stream-K), so the kernels the figures run are measured too.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from harness import REPO_ROOT
 from harness.errors import ConfigError
 from harness.experiments import _input_csv as input_csv
 from harness.gpu import cublas_plans, kernels, norm_attention, power, standalone
+from harness.kernels import gemm as library_gemm
+from harness.kernels.builder import WorkloadBuilder
 
 DEFAULT_INPUT = REPO_ROOT / "harness" / "data" / "measured" / "h100_kernels.csv"
 SUPPORTED = ("gemm", "layernorm", "attention")
@@ -36,6 +40,7 @@ DEVICE_SMS = 132  # SMs of the measured device (H100 SXM5); library heuristics p
 CLUSTERS_CSV = REPO_ROOT / "harness" / "data" / "measured" / "h100_partitions_clusters.csv"
 # Each row is one GPU's kernels from the row's shape: no layer workload, scheme or traffic.
 IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
+GEMM_BUILDERS = ("cublas", "library")
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,8 +59,19 @@ def measured_cluster_slots(num_sms: int, path: Path = CLUSTERS_CSV) -> int | Non
     return int(hit["max_active_clusters"].iloc[0]) if len(hit) else None
 
 
-def build(row: Any, params: dict[str, Any]):
+def library_gemm_workload(name: str, M: int, N: int, K: int, sms: int):
+    """The GEMM as a scheme's lowering builds it (local A, B and C on one GPU)."""
+    b = WorkloadBuilder(name, 1, sms)
+    a, w, c = b.buffer("a", M * K * 2), b.buffer("w", N * K * 2), b.buffer("c", M * N * 2)
+    ki, cfg = library_gemm.gemm(b, "gemm", M, N, K, a=a, w=w, out=c, num_sms=sms)
+    b.launch(ki, b.stream("main"))
+    return b.wl, f"{cfg.tm}x{cfg.tn} data-parallel (library)"
+
+
+def build(row: Any, params: dict[str, Any], gemm: str = "cublas"):
     kind, M, N, K, sms = row["kind"], int(row["M"]), int(row["N"]), int(row["K"]), int(row["num_sms"])
+    if kind == "gemm" and gemm == "library":
+        return library_gemm_workload(str(row["name"]), M, N, K, sms)
     if kind == "gemm":
         # cuBLAS launches the same kernel and grid in every SM partition (recorded per shape by
         # scripts/measure/probe_partitions.py, harness/data/measured/h100_cublas_plans.csv):
@@ -74,8 +90,9 @@ def build(row: Any, params: dict[str, Any]):
     raise ConfigError("validate.input", f"kind '{kind}' not supported (supported: {', '.join(SUPPORTED)})")
 
 
-def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None) -> pd.DataFrame:
-    """Add sim_us (and config) to rows of name,kind,M,N,K,num_sms."""
+def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None = None,
+                  gemm: str = "cublas") -> pd.DataFrame:
+    """Add sim_us (and config) to rows of name,kind,M,N,K,num_sms; gemm: GEMM_BUILDERS."""
     df = df.copy()
     base = {k if k.startswith("gpu.") else f"gpu.{k}": v for k, v in gpu_params.items()}
     base["gpu.launch_skew_ns"] = 0.0
@@ -91,7 +108,7 @@ def simulate_rows(df: pd.DataFrame, gpu_params: dict[str, Any], jobs: int | None
         slots = measured_cluster_slots(int(row["num_sms"]))
         if slots is not None:
             ov["gpu.max_clusters_4"] = slots
-        wl, desc = build(row, ov)
+        wl, desc = build(row, ov, gemm)
         wls.append(wl)
         ovs.append(ov)
         cfgs.append(desc)
@@ -118,6 +135,8 @@ def load_input(path: str | os.PathLike | None) -> pd.DataFrame:
 
 
 def run(cfg: DictConfig, out_dir: Path) -> pd.DataFrame:
+    if cfg.validate.gemm not in GEMM_BUILDERS:
+        raise ConfigError("validate.gemm", f"'{cfg.validate.gemm}' is not one of: {', '.join(GEMM_BUILDERS)}")
     df = load_input(cfg.validate.input)
     gpu = OmegaConf.to_container(cfg.gpu, resolve=True)
-    return simulate_rows(df, gpu)
+    return simulate_rows(df, gpu, gemm=str(cfg.validate.gemm))

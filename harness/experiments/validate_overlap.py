@@ -54,7 +54,8 @@ MEASURED = ("gemm_us", "allreduce_us", "serial_us", "overlap_us")
 SYSTEM_BY_GPUS = {2: "hgx_h200_2gpu", 4: "hgx_h200_4gpu", 8: "hgx_h200_8gpu"}
 PART_ALIGN = 128  # bytes: one NVLink packet / L2 line, so every ring part starts on a line
 # Each row names its own shape and system; no layer workload, scheme or traffic is involved.
-IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels")
+IGNORED_KEYS = ("model", "phase", "workload", "scheme", "traffic", "validate.stats", "validate.kernels",
+                "validate.gemm")
 
 
 def ar_bytes(rows: int, N: int, gpus: int, channels: int) -> int:
