@@ -228,8 +228,14 @@ def _tile_rows(M: int, N: int, c: GemmConfig) -> tuple[int, int, int, int]:
     tm_eff = min(c.tm, math.ceil(M / math.ceil(M / c.tm)))
     tn_eff = min(c.tn, math.ceil(N / math.ceil(N / c.tn)))
     a_rows = max(1, tm_eff // c.cluster) if c.tm > c.tn else tm_eff
-    b_rows = max(1, tn_eff // c.cluster) if c.tm <= c.tn else tn_eff
+    b_rows = max(1, tn_eff // b_sharing(c))
     return a_rows, b_rows, tm_eff, tn_eff
+
+
+def b_sharing(c: GemmConfig) -> int:
+    """CTAs of a cluster that share (TMA-multicast) one B tile, each loading its part: the
+    cluster where B is the larger operand (tm <= tn), else 1."""
+    return c.cluster if c.tm <= c.tn else 1
 
 
 def _mma_shape(M: int, N: int, c: GemmConfig) -> tuple[int, int]:

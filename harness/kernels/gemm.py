@@ -197,7 +197,7 @@ def gemm(b: WorkloadBuilder, name: str, M: int, N: int, K: int, *, a: int, w: in
     b_clip: dict = {}
     c_clip: dict = {}
     if col_edge:
-        share = c.cluster if c.tm <= c.tn else 1  # a cluster's CTAs share B's tile (_tile_rows)
+        share = calibrated.b_sharing(c)
         b_rows = c.tn // share
         in_b = affine(0)
         in_b.quotient.add(base=N, block_x=-c.tn, divisor=share, scale=1)
